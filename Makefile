@@ -1,0 +1,62 @@
+# Entry points. `make lab` runs the whole lab on the local cluster; `make test`
+# runs every test. Both set everything up on first use.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV := $(CURDIR)/.venv
+COLLECTION_LINK := .collections/ansible_collections/gpushare/k8s
+export PATH := $(VENV)/bin:$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+# Keep Ansible's own temp/cache inside the user's home, not the checkout.
+export ANSIBLE_HOME ?= $(HOME)/.ansible
+
+PLAYBOOK := ansible-playbook
+PYTEST := $(VENV)/bin/python -m pytest
+
+.PHONY: help setup venv link cluster cluster-down lab test unit integration molecule sanity lint build clean
+
+help:
+	@echo "make lab           set up, build the control plane if needed, start the local cluster, run the lab"
+	@echo "make test          every test: unit, integration and molecule on the live cluster, sanity, lint"
+	@echo "make cluster       start (or reuse) the local lab cluster"
+	@echo "make cluster-down  remove the local lab cluster"
+	@echo "make build         build the collection tarball"
+
+setup: venv link
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: requirements.txt
+	@echo "[setup] creating $(VENV) from requirements.txt"
+	@test -x $(VENV)/bin/python || python3 -m venv $(VENV)
+	@$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
+	@touch $@
+
+# The checkout is the collection; FQCNs resolve through this link.
+link: $(COLLECTION_LINK)
+$(COLLECTION_LINK):
+	@mkdir -p $(dir $@)
+	@ln -sfn ../../.. $@
+
+cluster: setup
+	$(PLAYBOOK) playbooks/cluster.yml
+
+cluster-down: setup
+	$(PLAYBOOK) playbooks/cluster.yml -e lab_cluster_state=absent
+
+lab: cluster
+	@if [ -f playbooks/lab.yml ]; then $(PLAYBOOK) playbooks/lab.yml; else echo "[lab] playbooks/lab.yml does not exist yet"; fi
+
+unit: setup
+	$(PYTEST) tests/unit
+
+integration: cluster
+	$(PYTEST) tests/integration
+
+test: cluster
+	$(PYTEST) tests/unit tests/integration
+
+build: setup
+	ansible-galaxy collection build --force --output-path $(CURDIR)
+
+clean:
+	rm -rf .collections .pytest_cache tests/output gpushare-k8s-*.tar.gz

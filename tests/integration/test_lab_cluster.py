@@ -1,0 +1,152 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The local lab cluster is a real control plane: the real scheduler places Pods
+by what node status advertises, the real apiserver enforces quota at admission.
+
+Each test works on its own kwok node and namespace so it holds whatever state
+the lab left on lab-node-0..2.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from kubernetes.client.rest import ApiException
+
+from lab_helpers import unique, wait_for
+
+GPU = "nvidia.com/gpu"
+CONTROL_PLANE = {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
+
+
+def _gpu_pod(name, selector, count=1):
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": selector,
+            "containers": [{
+                "name": "cuda",
+                "image": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04",
+                "resources": {"limits": {GPU: str(count)}},
+            }],
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def scratch(core_v1):
+    """A kwok node advertising no GPU and a namespace, removed afterwards."""
+    node, ns = unique("gpushare-it-node"), unique("gpushare-it")
+    label = {"gpushare.k8s/it-node": node}
+    capacity = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+    core_v1.create_node({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": node, "labels": label, "annotations": {"kwok.x-k8s.io/node": "fake"}},
+        "status": {"capacity": capacity, "allocatable": capacity},
+    })
+    core_v1.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    yield {"node": node, "ns": ns, "selector": label}
+    core_v1.delete_namespace(ns)
+    core_v1.delete_node(node)
+
+
+def test_server_is_kubernetes_1_36(kubectl):
+    version = json.loads(kubectl("version", "-o", "json").stdout)
+    assert version["serverVersion"]["gitVersion"].startswith("v1.36."), version["serverVersion"]
+    assert version["clientVersion"]["gitVersion"].startswith("v1.36."), version["clientVersion"]
+
+
+def _listening_sockets():
+    """{inode: (address, port)} for every TCP socket in LISTEN state."""
+    out = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] != "0A":  # LISTEN
+                continue
+            hex_addr, hex_port = fields[1].split(":")
+            raw = bytes.fromhex(hex_addr)
+            if len(raw) == 4:
+                addr = ".".join(str(b) for b in raw[::-1])
+            else:  # IPv6: four little-endian 32-bit words
+                words = [raw[i:i + 4][::-1] for i in range(0, 16, 4)]
+                addr = ":".join(b"".join(words).hex()[i:i + 4] for i in range(0, 32, 4))
+            out[fields[9]] = (addr, int(hex_port, 16))
+    return out
+
+
+def _is_loopback(addr):
+    return addr.startswith("127.") or addr == "0000:0000:0000:0000:0000:0000:0000:0001" \
+        or addr.startswith("0000:0000:0000:0000:0000:ffff:7f")
+
+
+def test_no_control_plane_port_listens_beyond_loopback(kubeconfig):
+    sockets = _listening_sockets()
+    seen = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        if exe not in CONTROL_PLANE:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inode = target[8:-1]
+                if inode in sockets:
+                    seen.setdefault(exe, []).append(sockets[inode])
+    assert {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} <= set(seen), seen
+    exposed = {exe: [a for a in addrs if not _is_loopback(a[0])] for exe, addrs in seen.items()}
+    assert not any(exposed.values()), f"listening beyond loopback: {exposed}"
+
+
+def test_gpu_pod_stays_pending_while_no_node_advertises_gpu(core_v1, scratch):
+    core_v1.create_namespaced_pod(scratch["ns"], _gpu_pod("first", scratch["selector"]))
+
+    def failed_scheduling():
+        events = core_v1.list_namespaced_event(scratch["ns"], field_selector="involvedObject.name=first").items
+        return [e.message for e in events if e.reason == "FailedScheduling"]
+
+    messages = wait_for(failed_scheduling, timeout=60, what="a FailedScheduling event for Pod first")
+    assert any(f"Insufficient {GPU}" in m for m in messages), messages
+    pod = core_v1.read_namespaced_pod("first", scratch["ns"])
+    assert pod.status.phase == "Pending" and not pod.spec.node_name
+
+
+def test_pod_binds_and_runs_once_node_status_advertises_gpu(core_v1, scratch):
+    # What a device plugin does: write the count into status, capacity and allocatable.
+    core_v1.patch_node_status(scratch["node"], {"status": {"capacity": {GPU: "1"}, "allocatable": {GPU: "1"}}})
+    node = core_v1.read_node(scratch["node"])
+    assert node.status.capacity[GPU] == "1" and node.status.allocatable[GPU] == "1"
+    assert node.status.capacity["cpu"] == "8", "the status patch must keep the other resources"
+
+    def running():
+        pod = core_v1.read_namespaced_pod("first", scratch["ns"])
+        return pod if pod.spec.node_name and pod.status.phase == "Running" else None
+
+    pod = wait_for(running, timeout=90, what="Pod first bound and Running")
+    assert pod.spec.node_name == scratch["node"]
+
+
+def test_quota_on_gpu_requests_rejects_second_pod_at_admission(core_v1, scratch):
+    ns = scratch["ns"]
+    core_v1.create_namespaced_resource_quota(ns, {
+        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu-quota"},
+        "spec": {"hard": {f"requests.{GPU}": "1"}},
+    })
+    # The ResourceQuota controller fills status.used in; admission counts against it.
+    wait_for(lambda: (core_v1.read_namespaced_resource_quota("gpu-quota", ns).status.used or {}).get(f"requests.{GPU}") == "1",
+             timeout=60, what="quota status to count the running Pod")
+    with pytest.raises(ApiException) as denied:
+        core_v1.create_namespaced_pod(ns, _gpu_pod("second", scratch["selector"]))
+    assert denied.value.status == 403
+    assert "exceeded quota: gpu-quota" in denied.value.body, denied.value.body
+    assert [p.metadata.name for p in core_v1.list_namespaced_pod(ns).items] == ["first"]
