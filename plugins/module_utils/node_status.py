@@ -1,0 +1,637 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, gpushare.k8s maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Set or remove extended resources in Node status, through the status subresource.
+
+kubernetes.core cannot patch subresources, and a Node's ``status.capacity`` /
+``status.allocatable`` can only be changed there. This file holds:
+
+* validation of the request (resource names, counts, fields), done before any
+  call to the API server;
+* ``plan_node``: a pure function from a Node's status to the JSON merge patch
+  that touches only the managed keys (``null`` removes one), plus the before and
+  after view of those keys;
+* ``apply_node_resources``: reads the target Nodes (one LIST when more than one
+  Node is named or a selector is used), refuses Nodes that kwok does not manage,
+  and patches the changed Nodes concurrently, retrying conflicts and transient
+  errors after re-reading the Node.
+
+No Ansible import: the module is a thin wrapper and the tests call this directly.
+The API is reached through a small adapter (``CoreNodeApi``) so tests can pass
+a fake with the same three methods.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal, InvalidOperation
+
+try:
+    import urllib3
+    from kubernetes import client as k8s_client
+    from kubernetes.client.exceptions import ApiException
+except ImportError:
+    HAS_KUBERNETES = False
+    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+    urllib3 = None
+    k8s_client = None
+
+    class ApiException(Exception):  # placeholder so except clauses stay valid
+        pass
+
+else:
+    HAS_KUBERNETES = True
+    KUBERNETES_IMPORT_ERROR = None
+
+
+FIELDS = ("capacity", "allocatable")
+DEFAULT_FIELDS = FIELDS
+STATES = ("present", "absent")
+DEFAULT_PARALLELISM = 16
+MAX_PARALLELISM = 256
+DEFAULT_ATTEMPTS = 10
+DEFAULT_REQUEST_TIMEOUT = 30
+LIST_PAGE_SIZE = 500
+
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+KWOK_ANNOTATION_VALUE = "fake"
+MERGE_PATCH = "application/merge-patch+json"
+
+# 409: resourceVersion precondition failed (someone else wrote first).
+# 429: API priority and fairness asked us to slow down. 5xx: server trouble.
+RETRYABLE_STATUS = frozenset((409, 429, 500, 502, 503, 504))
+
+MAX_COUNT = 2 ** 63 - 1  # resource.Quantity holds an int64
+_EXAMPLE = "use an integer, e.g. 8"
+
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN_RE = re.compile(r"^{0}(\.{0})*$".format(_DNS_LABEL))
+_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_QUANTITY_RE = re.compile(
+    r"^(?P<num>[+-]?(\d+\.?\d*|\.\d+))(?P<suffix>[eE][+-]?\d+|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?$"
+)
+_SUFFIX = {
+    None: Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+    "Ki": Decimal(2 ** 10),
+    "Mi": Decimal(2 ** 20),
+    "Gi": Decimal(2 ** 30),
+    "Ti": Decimal(2 ** 40),
+    "Pi": Decimal(2 ** 50),
+    "Ei": Decimal(2 ** 60),
+}
+
+
+class NodeResourcesError(Exception):
+    """A request that cannot be carried out; nothing has been written.
+
+    The message names the offending option and says how to fix it.
+    """
+
+
+class NodeWriteError(Exception):
+    """Some Nodes could not be written. ``results`` holds every Node's outcome."""
+
+    def __init__(self, message, results):
+        super().__init__(message)
+        self.results = results
+
+
+class NodeApiError(Exception):
+    """An API call failed. ``status`` is the HTTP status, ``None`` for a network error."""
+
+    def __init__(self, status, message, retry_after=None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.retry_after = retry_after
+
+    @property
+    def retryable(self):
+        return self.status is None or self.status in RETRYABLE_STATUS
+
+    def __str__(self):
+        if self.status is None:
+            return self.message
+        return "HTTP {0}: {1}".format(self.status, self.message)
+
+
+# --------------------------------------------------------------------------
+# Validation
+# --------------------------------------------------------------------------
+
+
+def resource_name_error(name):
+    """Return why ``name`` is not a usable extended resource name, or ``None``."""
+    if not isinstance(name, str):
+        return 'resources: key {0!r} is not a string; use a resource name such as "nvidia.com/gpu"'.format(name)
+    if "/" not in name:
+        return (
+            'resources: "{0}" is not an extended resource name; cpu, memory, pods and other '
+            "names without a domain prefix belong to the kubelet. "
+            'Use a domain-prefixed name such as "nvidia.com/gpu"'.format(name)
+        )
+    if "kubernetes.io/" in name:
+        return (
+            'resources: "{0}" is in the reserved kubernetes.io domain; '
+            'use a domain you own, such as "example.com/{1}"'.format(name, name.rsplit("/", 1)[-1] or "gpu")
+        )
+    if name.startswith("requests."):
+        return (
+            'resources: "{0}" starts with "requests.", which resource quotas reserve; '
+            'drop the prefix, e.g. "{1}"'.format(name, name[len("requests."):])
+        )
+    prefix, _sep, short = name.partition("/")
+    if (
+        not prefix
+        or len(prefix) > 253 - len("requests.")
+        or not _DNS_SUBDOMAIN_RE.match(prefix)
+        or len(short) > 63
+        or not _NAME_RE.match(short)
+    ):
+        return (
+            'resources: "{0}" is not a valid extended resource name: the part before "/" must be '
+            'a lowercase DNS subdomain (e.g. "nvidia.com") and the part after it 1-63 letters, '
+            'digits, "-", "_" or ".", starting and ending with a letter or digit '
+            '(e.g. "nvidia.com/gpu")'.format(name)
+        )
+    return None
+
+
+def count_error(name, value):
+    """Return why ``value`` is not a usable count for resource ``name``, or ``None``."""
+    where = 'resources["{0}"]'.format(name)
+    if value is None:
+        return "{0}: no count given; {1}".format(where, _EXAMPLE)
+    if isinstance(value, bool):
+        return "{0}: {1!r} is a boolean, not a count; {2}".format(where, value, _EXAMPLE)
+    if isinstance(value, int):
+        if value < 0:
+            return "{0}: {1} is negative; use a non-negative integer, e.g. 8 (0 advertises none)".format(where, value)
+        if value > MAX_COUNT:
+            return "{0}: {1} is larger than a Kubernetes quantity holds ({2})".format(where, value, MAX_COUNT)
+        return None
+    if isinstance(value, str):
+        return "{0}: {1!r} is a string, not a count; {2}".format(where, value, _EXAMPLE)
+    return "{0}: {1!r} is a {2}, not a count; {3}".format(where, value, type(value).__name__, _EXAMPLE)
+
+
+def normalize_resources(resources, state="present"):
+    """Validate ``resources`` and return ``{name: int}`` (present) or ``{name: None}`` (absent).
+
+    For ``present`` a mapping of name to count is required. For ``absent`` a list
+    of names, a mapping (values ignored) or a single name is accepted. Every
+    problem is reported at once.
+    """
+    if state not in STATES:
+        raise NodeResourcesError("state: {0!r} is not one of {1}".format(state, ", ".join(STATES)))
+    if state == "present":
+        if not isinstance(resources, dict):
+            raise NodeResourcesError(
+                'resources: state=present needs a mapping of resource name to count, '
+                'e.g. {{"nvidia.com/gpu": 8}}; got {0}'.format(type(resources).__name__)
+            )
+        items = list(resources.items())
+    else:
+        if isinstance(resources, str):
+            resources = [resources]
+        if isinstance(resources, dict):
+            items = [(key, None) for key in resources]
+        elif isinstance(resources, (list, tuple)):
+            items = [(key, None) for key in resources]
+        else:
+            raise NodeResourcesError(
+                "resources: state=absent needs a list of resource names (or a mapping whose "
+                "keys are the names); got {0}".format(type(resources).__name__)
+            )
+    if not items:
+        raise NodeResourcesError('resources: is empty; name at least one resource, e.g. "nvidia.com/gpu"')
+
+    errors = []
+    normalized = {}
+    for name, value in items:
+        problem = resource_name_error(name)
+        if problem is None and state == "present":
+            problem = count_error(name, value)
+        if problem is not None:
+            errors.append(problem)
+            continue
+        normalized[name] = value if state == "present" else None
+    if errors:
+        raise NodeResourcesError("; ".join(errors))
+    return normalized
+
+
+def normalize_fields(fields):
+    """Validate ``fields`` and return them as a tuple in a stable order."""
+    if fields is None:
+        return DEFAULT_FIELDS
+    if isinstance(fields, str):
+        fields = [fields]
+    unknown = [f for f in fields if f not in FIELDS]
+    if unknown:
+        raise NodeResourcesError(
+            "fields: {0} not one of {1}".format(", ".join(repr(f) for f in unknown), ", ".join(FIELDS))
+        )
+    if not fields:
+        raise NodeResourcesError("fields: is empty; use capacity, allocatable or both (the default)")
+    return tuple(f for f in FIELDS if f in fields)
+
+
+def normalize_names(names):
+    """Validate node names, drop duplicates and keep their order."""
+    if isinstance(names, str):
+        names = [names]
+    if not names:
+        raise NodeResourcesError("name: is empty; give at least one node name or use label_selector")
+    bad = [n for n in names if not isinstance(n, str) or not n]
+    if bad:
+        raise NodeResourcesError("name: {0} is not a node name".format(", ".join(repr(n) for n in bad)))
+    seen = []
+    for n in names:
+        if n not in seen:
+            seen.append(n)
+    return seen
+
+
+def check_parallelism(parallelism):
+    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or not 1 <= parallelism <= MAX_PARALLELISM:
+        raise NodeResourcesError(
+            "parallelism: {0!r} is out of range; use an integer from 1 to {1} (default {2})".format(
+                parallelism, MAX_PARALLELISM, DEFAULT_PARALLELISM
+            )
+        )
+    return parallelism
+
+
+# --------------------------------------------------------------------------
+# Planning (pure)
+# --------------------------------------------------------------------------
+
+
+def parse_quantity(value):
+    """Return a Kubernetes quantity string as a ``Decimal``, or ``None`` if it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return Decimal(value)
+    if not isinstance(value, str):
+        return None
+    match = _QUANTITY_RE.match(value.strip())
+    if not match:
+        return None
+    try:
+        number = Decimal(match.group("num"))
+        suffix = match.group("suffix")
+        if suffix and suffix[0] in "eE" and len(suffix) > 1:
+            return number.scaleb(int(suffix[1:]))
+        return number * _SUFFIX[suffix]
+    except (InvalidOperation, ValueError):
+        return None
+
+
+def same_quantity(current, desired):
+    """True when the Node's value ``current`` already equals the integer ``desired``."""
+    parsed = parse_quantity(current)
+    return parsed is not None and parsed == Decimal(desired)
+
+
+def managed_view(status, keys, fields=DEFAULT_FIELDS):
+    """Return ``{field: {key: value}}`` for the managed ``keys`` present in ``status``."""
+    status = status or {}
+    view = {}
+    for field in fields:
+        current = status.get(field) or {}
+        view[field] = {key: current[key] for key in keys if key in current}
+    return view
+
+
+def plan_node(status, resources, state="present", fields=DEFAULT_FIELDS):
+    """Plan the change of one Node.
+
+    ``status`` is the Node's ``status`` dict as the API returns it (may be empty).
+    ``resources`` maps extended resource names to counts (``present``), or names
+    the resources to remove (``absent``; a list or a mapping).
+
+    Returns ``(patch, before, after)``: ``patch`` is a JSON merge patch
+    (``{"status": {field: {name: "8" | None}}}``) holding only the keys that
+    differ, or ``None`` when the Node already matches; ``before`` and ``after``
+    are ``{field: {name: value}}`` limited to the managed names. Every other key
+    of ``status`` is left out of the patch and so preserved.
+    """
+    desired = normalize_resources(resources, state)
+    fields = normalize_fields(fields)
+    status = status or {}
+    before = managed_view(status, desired, fields)
+    after = {}
+    changes = {}
+    for field in fields:
+        current = status.get(field) or {}
+        wanted = dict(before[field])
+        field_changes = {}
+        for key, count in desired.items():
+            if count is None:
+                if key in current:
+                    field_changes[key] = None
+                    wanted.pop(key)
+            elif key not in current or not same_quantity(current[key], count):
+                field_changes[key] = str(count)
+                wanted[key] = str(count)
+        after[field] = wanted
+        if field_changes:
+            changes[field] = field_changes
+    patch = {"status": changes} if changes else None
+    return patch, before, after
+
+
+def is_kwok_node(node):
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(KWOK_ANNOTATION) == KWOK_ANNOTATION_VALUE
+
+
+def node_name(node):
+    return (node.get("metadata") or {}).get("name")
+
+
+# --------------------------------------------------------------------------
+# API adapter
+# --------------------------------------------------------------------------
+
+
+def _api_error(exc):
+    message = exc.reason or "error"
+    body = exc.body
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if body:
+        try:
+            message = json.loads(body).get("message") or message
+        except (ValueError, AttributeError):
+            message = body.strip()[:500] or message
+    retry_after = None
+    headers = exc.headers or {}
+    try:
+        value = headers.get("Retry-After")
+        retry_after = float(value) if value is not None else None
+    except (TypeError, ValueError):
+        retry_after = None
+    return NodeApiError(exc.status, message, retry_after)
+
+
+class CoreNodeApi:
+    """The three Node calls the executor needs, on a ``kubernetes.client.ApiClient``.
+
+    Responses are decoded from JSON as the API server sent them (no model
+    round trip), so quantities keep their exact spelling. Errors become
+    ``NodeApiError``.
+    """
+
+    def __init__(self, api_client, request_timeout=DEFAULT_REQUEST_TIMEOUT):
+        self._core = k8s_client.CoreV1Api(api_client)
+        self._timeout = request_timeout
+
+    def _call(self, method, *args, **kwargs):
+        kwargs["_preload_content"] = False
+        kwargs["_request_timeout"] = self._timeout
+        try:
+            response = method(*args, **kwargs)
+            try:
+                data = response.data
+            finally:
+                response.release_conn()
+        except ApiException as exc:
+            raise _api_error(exc)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise NodeApiError(None, "cannot reach the API server: {0}".format(exc))
+        try:
+            return json.loads(data)
+        except ValueError as exc:
+            raise NodeApiError(None, "the API server sent a response that is not JSON: {0}".format(exc))
+
+    def get_node(self, name):
+        return self._call(self._core.read_node, name)
+
+    def list_nodes(self, label_selector=None):
+        items = []
+        token = None
+        while True:
+            kwargs = {"limit": LIST_PAGE_SIZE}
+            if label_selector:
+                kwargs["label_selector"] = label_selector
+            if token:
+                kwargs["_continue"] = token
+            page = self._call(self._core.list_node, **kwargs)
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    def patch_node_status(self, name, patch):
+        # The generated client would pick application/json-patch+json and then
+        # fall back to a strategic merge patch for a dict body: say what we send.
+        return self._call(self._core.patch_node_status, name, patch, _content_type=MERGE_PATCH)
+
+
+# --------------------------------------------------------------------------
+# Executor
+# --------------------------------------------------------------------------
+
+
+class RetryPolicy:
+    """Exponential backoff with jitter; honours ``Retry-After`` up to ``max_delay``."""
+
+    def __init__(self, attempts=DEFAULT_ATTEMPTS, base_delay=0.05, max_delay=2.0, sleep=time.sleep):
+        self.attempts = attempts
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self.sleep = sleep
+
+    def delay(self, attempt, error=None):
+        delay = min(self.max_delay, self.base_delay * (2 ** (attempt - 1)))
+        delay = delay * (0.5 + random.random() / 2)
+        if error is not None and error.retry_after:
+            delay = max(delay, min(float(error.retry_after), 10 * self.max_delay))
+        return delay
+
+    def call(self, func, *args):
+        """Call ``func`` and retry transient failures (not for writes: see ``_converge``)."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return func(*args)
+            except NodeApiError as exc:
+                if exc.status == 409 or not exc.retryable or attempt >= self.attempts:
+                    raise
+                self.sleep(self.delay(attempt, exc))
+
+
+def _read_targets(api, names, label_selector, allow_no_match, policy):
+    if names is not None:
+        if len(names) == 1:
+            try:
+                nodes = [policy.call(api.get_node, names[0])]
+            except NodeApiError as exc:
+                if exc.status != 404:
+                    raise
+                nodes = []
+        else:
+            nodes = policy.call(api.list_nodes, None)
+        by_name = {node_name(n): n for n in nodes}
+        missing = [n for n in names if n not in by_name]
+        if missing:
+            raise NodeResourcesError(
+                "name: node(s) not found: {0}. Check the names with `kubectl get nodes`; "
+                "nothing was changed".format(", ".join(missing))
+            )
+        return [by_name[n] for n in names]
+
+    nodes = policy.call(api.list_nodes, label_selector)
+    nodes.sort(key=node_name)
+    if not nodes and not allow_no_match:
+        raise NodeResourcesError(
+            "label_selector: {0!r} matches no node. Check it with `kubectl get nodes -l '{0}'`, "
+            "or set allow_no_match: true if an empty match is expected".format(label_selector)
+        )
+    return nodes
+
+
+def _check_real_nodes(nodes, allow_real_nodes):
+    real = [node_name(n) for n in nodes if not is_kwok_node(n)]
+    if real and not allow_real_nodes:
+        raise NodeResourcesError(
+            "refusing to change node(s) {0}: they lack the annotation {1}={2}, so they are not "
+            "kwok nodes. On a real cluster the device plugin owns these numbers and overwrites "
+            "them; set allow_real_nodes: true to write anyway".format(
+                ", ".join(real), KWOK_ANNOTATION, KWOK_ANNOTATION_VALUE
+            )
+        )
+
+
+def _converge(api, node, desired, state, fields, policy):
+    """Bring one Node to the desired state; return its result dict."""
+    name = node_name(node)
+    patch, before, after = plan_node(node.get("status"), desired, state, fields)
+    attempt = 0
+    while patch is not None:
+        attempt += 1
+        body = dict(patch)
+        # The precondition makes a concurrent writer's change a 409 we retry
+        # on fresh data, so ``before`` is exactly what this write replaced.
+        version = (node.get("metadata") or {}).get("resourceVersion")
+        if version:
+            body["metadata"] = {"resourceVersion": version}
+        try:
+            updated = api.patch_node_status(name, body)
+        except NodeApiError as exc:
+            if not exc.retryable or attempt >= policy.attempts:
+                if attempt >= policy.attempts and exc.retryable:
+                    raise NodeApiError(exc.status, "gave up after {0} attempts: {1}".format(attempt, exc.message))
+                raise
+            policy.sleep(policy.delay(attempt, exc))
+            node = policy.call(api.get_node, name)
+            patch, _unused, after = plan_node(node.get("status"), desired, state, fields)
+            continue
+        after = managed_view(updated.get("status"), desired, fields)
+        break
+    return {"name": name, "changed": before != after, "before": before, "after": after}
+
+
+def apply_node_resources(
+    api,
+    resources,
+    state="present",
+    names=None,
+    label_selector=None,
+    fields=DEFAULT_FIELDS,
+    check_mode=False,
+    allow_real_nodes=False,
+    allow_no_match=False,
+    parallelism=DEFAULT_PARALLELISM,
+    policy=None,
+):
+    """Set (``present``) or remove (``absent``) extended resources on Nodes.
+
+    Exactly one of ``names`` (list of Node names) and ``label_selector`` selects
+    the Nodes. Everything is validated and every target Node read before the
+    first write; a ``NodeResourcesError`` then means nothing was written.
+
+    Returns one dict per target Node: ``name``, ``changed``, ``before``,
+    ``after``. In check mode ``after`` and ``changed`` are the prediction.
+    Raises ``NodeWriteError`` (with all results) if some writes failed; failed
+    Nodes carry an ``error`` key.
+    """
+    if (names is None) == (label_selector is None):
+        raise NodeResourcesError("give exactly one of name and label_selector")
+    desired = normalize_resources(resources, state)
+    fields = normalize_fields(fields)
+    parallelism = check_parallelism(parallelism)
+    if names is not None:
+        names = normalize_names(names)
+    policy = policy or RetryPolicy()
+
+    try:
+        nodes = _read_targets(api, names, label_selector, allow_no_match, policy)
+    except NodeApiError as exc:
+        raise NodeResourcesError("cannot read nodes: {0}".format(exc))
+    _check_real_nodes(nodes, allow_real_nodes)
+
+    plans = [plan_node(n.get("status"), desired, state, fields) for n in nodes]
+    if check_mode:
+        return [
+            {"name": node_name(n), "changed": patch is not None, "before": before, "after": after}
+            for n, (patch, before, after) in zip(nodes, plans)
+        ]
+
+    results = [None] * len(nodes)
+    pending = []
+    for index, (node, (patch, before, after)) in enumerate(zip(nodes, plans)):
+        if patch is None:
+            results[index] = {"name": node_name(node), "changed": False, "before": before, "after": after}
+        else:
+            pending.append(index)
+
+    def run(index):
+        try:
+            return _converge(api, nodes[index], desired, state, fields, policy)
+        except Exception as exc:  # reported per node, never lost in a worker
+            _patch, before, _after = plans[index]
+            return {
+                "name": node_name(nodes[index]),
+                "changed": False,
+                "before": before,
+                "after": before,
+                "error": str(exc) if isinstance(exc, NodeApiError) else "{0}: {1}".format(type(exc).__name__, exc),
+            }
+
+    if len(pending) == 1 or parallelism == 1:
+        for index in pending:
+            results[index] = run(index)
+    elif pending:
+        with ThreadPoolExecutor(max_workers=min(parallelism, len(pending))) as pool:
+            for index, result in zip(pending, pool.map(run, pending)):
+                results[index] = result
+
+    failed = [r for r in results if "error" in r]
+    if failed:
+        raise NodeWriteError(
+            "could not update {0} of {1} node(s): {2}".format(
+                len(failed), len(results), "; ".join("{0}: {1}".format(r["name"], r["error"]) for r in failed)
+            ),
+            results,
+        )
+    return results
