@@ -1,0 +1,622 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""NVIDIA device-plugin config files (api/config/v1): strict validation, rendering, advertised resources.
+
+Upstream decodes the config with a plain YAML unmarshal, so a misplaced or misspelt key
+is silently ignored and a config setting both ``timeSlicing`` and ``mps`` silently uses
+MPS. This model rejects both, names the full path of the offending field and says how
+to fix it. Pure Python (PyYAML only) so it also runs outside Ansible.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import re
+
+import yaml
+
+try:
+    _SafeLoader = yaml.CSafeLoader
+except AttributeError:  # PyYAML built without libyaml
+    _SafeLoader = yaml.SafeLoader
+
+
+__all__ = [
+    "ConfigError",
+    "DEFAULT_RESOURCE",
+    "MPS_MAX_CLIENTS",
+    "advertised_name",
+    "advertised_resources",
+    "parse_config",
+    "render_config",
+    "sharing_of",
+    "validate_config",
+]
+
+DEFAULT_PREFIX = "nvidia.com"
+DEFAULT_RESOURCE = "nvidia.com/gpu"
+SHARED_SUFFIX = ".shared"
+# MPS serves at most 48 clients per GPU (16 on pre-Volta GPUs).
+MPS_MAX_CLIENTS = 48
+ROOT = "(top level)"
+
+STRATEGY_NONE = "none"
+STRATEGY_TIME_SLICING = "time-slicing"
+STRATEGY_MPS = "mps"
+_STRATEGY_KEYS = (("timeSlicing", STRATEGY_TIME_SLICING), ("mps", STRATEGY_MPS))
+
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN_RE = re.compile(r"^%s(\.%s)*$" % (_DNS_LABEL, _DNS_LABEL))
+_NAME_PART_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_UPSTREAM_NAME_PART_RE = _DNS_SUBDOMAIN_RE
+_GO_DURATION_RE = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|\u00b5s|ms|s|m|h))+$")
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_DEVICE_REF_RE = re.compile(r"^([0-9]+|[0-9]+:[0-9]+|GPU-%s|MIG-%s|MIG-GPU-%s/[0-9]+/[0-9]+)$" % (_UUID, _UUID, _UUID))
+_DEVICE_LIST_STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri")
+
+
+class ConfigError(ValueError):
+    """An invalid device-plugin config.
+
+    ``path`` is the dotted path of the offending field (``sharing.timeSlicing.resources[0].replicas``),
+    ``problem`` what is wrong, ``fix`` what to do, ``config_name`` the config's name when known.
+    ``str(error)`` is ``"<config name>: <path>: <problem>. Fix: <fix>"``.
+    """
+
+    def __init__(self, path, problem, fix, config_name=None):
+        self.path = path
+        self.problem = problem
+        self.fix = fix
+        self.config_name = config_name
+        message = "%s: %s. Fix: %s" % (path, problem, fix)
+        if config_name:
+            message = "%s: %s" % (config_name, message)
+        self.message = message
+        super().__init__(message)
+
+
+# ---------------------------------------------------------------------------
+# small helpers
+
+
+def _type_name(value):
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    if isinstance(value, dict):
+        return "mapping"
+    return type(value).__name__
+
+
+def _show(value):
+    """Describe a value for an error message, briefly."""
+    if isinstance(value, bool):
+        return "boolean %s" % ("true" if value else "false")
+    if isinstance(value, str):
+        text = value if len(value) <= 60 else value[:57] + "..."
+        return "string %r" % text
+    if isinstance(value, (int, float)):
+        return "%s %r" % (_type_name(value), value)
+    return _type_name(value)
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _join(items, last="or"):
+    items = list(items)
+    if len(items) <= 1:
+        return "".join(items)
+    return "%s %s %s" % (", ".join(items[:-1]), last, items[-1])
+
+
+# ---------------------------------------------------------------------------
+# leaf validators: (value, path) -> normalised value, raising ConfigError
+
+
+def _bool(value, path):
+    if not isinstance(value, bool):
+        raise ConfigError(path, "must be true or false, got %s" % _show(value), "write true or false without quotes")
+    return value
+
+
+def _string(value, path):
+    if not isinstance(value, str) or not value:
+        raise ConfigError(path, "must be a non-empty string, got %s" % _show(value), "give it a string value or remove the key")
+    return str(value)
+
+
+def _enum(*choices):
+    def check(value, path):
+        if not isinstance(value, str) or value not in choices:
+            raise ConfigError(path, "must be one of %s, got %s" % (", ".join(choices), _show(value)), "set it to one of %s" % ", ".join(choices))
+        return str(value)
+    return check
+
+
+def _abs_path(value, path):
+    value = _string(value, path)
+    if not value.startswith("/"):
+        raise ConfigError(path, "must be an absolute path, got %s" % _show(value), "use an absolute host path such as /run/nvidia/mps")
+    return value
+
+
+def _duration(value, path):
+    if not isinstance(value, str) or not _GO_DURATION_RE.match(value):
+        raise ConfigError(path, "must be a duration string such as 60s or 1m30s, got %s" % _show(value), "write a quoted duration, e.g. sleepInterval: 60s")
+    return str(value)
+
+
+def _version(value, path):
+    if value != "v1" or not isinstance(value, str):
+        raise ConfigError(path, "unsupported version %s (only v1 exists)" % _show(value), "set version: v1")
+    return "v1"
+
+
+def _device_list_strategy(value, path):
+    fix = "use one of %s, or a list of them" % ", ".join(_DEVICE_LIST_STRATEGIES)
+    if isinstance(value, str):
+        if value not in _DEVICE_LIST_STRATEGIES:
+            raise ConfigError(path, "unknown device list strategy %s" % _show(value), fix)
+        return str(value)
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ConfigError(path, "must be a strategy name or a non-empty list of them, got %s" % _show(value), fix)
+    result = []
+    for index, item in enumerate(value):
+        item_path = "%s[%d]" % (path, index)
+        if not isinstance(item, str) or item not in _DEVICE_LIST_STRATEGIES:
+            raise ConfigError(item_path, "unknown device list strategy %s" % _show(item), fix)
+        if item in result:
+            raise ConfigError(item_path, "duplicate strategy %r" % str(item), "list each strategy once")
+        result.append(str(item))
+    return result
+
+
+def split_resource_name(value, path, what="name"):
+    """Check a resource name (adding the ``nvidia.com/`` prefix when missing) and return the full name."""
+    example = "nvidia.com/gpu" if what == "name" else "nvidia.com/gpu-shared"
+    if not isinstance(value, str) or not value:
+        raise ConfigError(path, "must be a resource name string, got %s" % _show(value), "write a resource name such as %s" % example)
+    full = str(value) if "/" in value else "%s/%s" % (DEFAULT_PREFIX, value)
+    prefix, _sep, part = full.partition("/")
+    if not _DNS_SUBDOMAIN_RE.match(prefix) or len(prefix) > 253:
+        raise ConfigError(
+            path,
+            "%r is not a valid extended resource name: prefix %r is not a DNS-1123 subdomain" % (full, prefix),
+            "use a lowercase domain prefix such as %s" % example,
+        )
+    if len(part) > 63 or not _NAME_PART_RE.match(part):
+        raise ConfigError(
+            path,
+            "%r is not a valid extended resource name: %r must be 1-63 characters of letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit" % (full, part),
+            "use a name such as %s" % example,
+        )
+    if prefix != DEFAULT_PREFIX:
+        raise ConfigError(
+            path,
+            "%r is not an NVIDIA resource: the device plugin only advertises names under %s/ (upstream would turn it into %s/%s)"
+            % (full, DEFAULT_PREFIX, DEFAULT_PREFIX, full),
+            "use a name under %s/, e.g. %s" % (DEFAULT_PREFIX, example),
+        )
+    if not _UPSTREAM_NAME_PART_RE.match(part):
+        raise ConfigError(
+            path,
+            "%r is rejected by the device plugin: the part after %s/ must be lowercase letters, digits, '-' and '.'" % (full, DEFAULT_PREFIX),
+            "write it in lowercase without '_', e.g. %s" % example,
+        )
+    return full
+
+
+def _resource_name(value, path):
+    return split_resource_name(value, path, "name")
+
+
+def _rename(value, path):
+    return split_resource_name(value, path, "rename")
+
+
+def _replicas(value, path):
+    if isinstance(value, str) and value.strip().isdigit():
+        raise ConfigError(path, "must be an integer, got %s" % _show(value), "write replicas: %s without quotes" % value.strip())
+    if not _is_int(value):
+        raise ConfigError(path, "must be an integer, got %s" % _show(value), "write a whole number of 2 or more, e.g. replicas: 4")
+    if value < 2:
+        raise ConfigError(
+            path,
+            "%d replicas is not sharing (upstream rejects replicas below 2)" % value,
+            "use 2 or more, or drop the sharing section for a node that does not share",
+        )
+    return int(value)
+
+
+def _devices(value, path):
+    fix = "use 'all', a positive device count, or a list of GPU indices (0), MIG indices (0:1) or GPU-/MIG- UUIDs"
+    if isinstance(value, str):
+        if value != "all":
+            raise ConfigError(path, "the only string accepted is 'all', got %s" % _show(value), fix)
+        return "all"
+    if _is_int(value):
+        if value <= 0:
+            raise ConfigError(path, "a device count must be positive, got %s" % _show(value), fix)
+        return int(value)
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ConfigError(path, "must be 'all', a count or a non-empty list, got %s" % _show(value), fix)
+    result = []
+    for index, item in enumerate(value):
+        item_path = "%s[%d]" % (path, index)
+        if _is_int(item) and item >= 0:
+            norm = int(item)
+        elif isinstance(item, str) and _DEVICE_REF_RE.match(item):
+            norm = str(item)
+        else:
+            raise ConfigError(item_path, "not a GPU index, MIG index or device UUID: %s" % _show(item), fix)
+        if str(norm) in [str(seen) for seen in result]:
+            raise ConfigError(item_path, "device %s is listed twice" % norm, "list each device once")
+        result.append(norm)
+    return result
+
+
+# ---------------------------------------------------------------------------
+# schema: mappings whose field order is the rendering order
+
+
+class _Section:
+    """A mapping with a fixed set of keys (in rendering order) and required keys."""
+
+    def __init__(self, fields, required=(), example=""):
+        self.fields = fields
+        self.required = tuple(required)
+        self.example = example
+
+
+class _ListOf:
+    """A non-empty list of sections."""
+
+    def __init__(self, item, example=""):
+        self.item = item
+        self.example = example
+
+
+_RESOURCE = _Section(
+    {"name": _resource_name, "replicas": _replicas, "rename": _rename, "devices": _devices},
+    required=("name", "replicas"),
+)
+_REPLICATED = _Section(
+    {
+        "renameByDefault": _bool,
+        "failRequestsGreaterThanOne": _bool,
+        "resources": _ListOf(_RESOURCE, example="[{name: nvidia.com/gpu, replicas: 4}]"),
+    },
+    required=("resources",),
+)
+_SHARING = _Section({"timeSlicing": _REPLICATED, "mps": _REPLICATED})
+_PLUGIN = _Section(
+    {
+        "passDeviceSpecs": _bool,
+        "deviceListStrategy": _device_list_strategy,
+        "deviceIDStrategy": _enum("uuid", "index"),
+        "cdiAnnotationPrefix": _string,
+        "nvidiaCTKPath": _abs_path,
+        "containerDriverRoot": _abs_path,
+    }
+)
+_GFD = _Section(
+    {
+        "oneshot": _bool,
+        "noTimestamp": _bool,
+        "sleepInterval": _duration,
+        "outputFile": _string,
+        "machineTypeFile": _string,
+    }
+)
+_FLAGS = _Section(
+    {
+        "migStrategy": _enum("none", "single", "mixed"),
+        "failOnInitError": _bool,
+        "nvidiaDriverRoot": _abs_path,
+        "gdsEnabled": _bool,
+        "mofedEnabled": _bool,
+        "mpsRoot": _abs_path,
+        "plugin": _PLUGIN,
+        "gfd": _GFD,
+    }
+)
+_CONFIG = _Section({"version": _version, "flags": _FLAGS, "sharing": _SHARING}, required=("version",))
+
+_MISSING_FIX = {
+    "version": "add version: v1 at the top level",
+    "resources": "add a list with at least one resource, e.g. resources: [{name: nvidia.com/gpu, replicas: 4}]",
+    "name": "add the resource to share, e.g. name: nvidia.com/gpu",
+    "replicas": "add the number of slots per GPU, e.g. replicas: 4",
+}
+
+
+def _key_homes():
+    """Map every key of the schema to the paths where it is valid (lists shown as ``[*]``)."""
+    homes = {}
+
+    def walk(spec, path):
+        for key, sub in spec.fields.items():
+            sub_path = "%s.%s" % (path, key) if path else key
+            homes.setdefault(key, []).append(sub_path)
+            if isinstance(sub, _Section):
+                walk(sub, sub_path)
+            elif isinstance(sub, _ListOf):
+                walk(sub.item, sub_path + "[*]")
+
+    walk(_CONFIG, "")
+    return homes
+
+
+_KEY_HOMES = _key_homes()
+
+
+def _common_prefix_len(left, right):
+    size = 0
+    for a_char, b_char in zip(left, right):
+        if a_char != b_char:
+            break
+        size += 1
+    return size
+
+
+def _unknown_key(key, path, section, here):
+    """Build the error for a key that is not valid at ``path``."""
+    generic = re.sub(r"\[\d+\]", "[*]", here)
+    homes = [home for home in _KEY_HOMES.get(key, []) if home != generic]
+    problem = "unknown key here (upstream silently ignores it)"
+    if homes:
+        best = max(_common_prefix_len(home, generic) for home in homes)
+        closest = [home for home in homes if _common_prefix_len(home, generic) == best]
+        if best > 0 and len(closest) < len(homes):
+            homes = closest
+        return ConfigError(path, problem, "move it to %s" % _join(homes))
+    valid = ", ".join(section.fields)
+    match = difflib.get_close_matches(key, list(section.fields), n=1, cutoff=0.6)
+    if not match:
+        lowered = {name.lower(): name for name in section.fields}
+        if key.lower() in lowered:
+            match = [lowered[key.lower()]]
+    if match:
+        return ConfigError(path, problem, "did you mean %r? Valid keys here: %s" % (match[0], valid))
+    return ConfigError(path, problem, "remove it; valid keys here: %s" % valid)
+
+
+def _join_path(parent, key):
+    return "%s.%s" % (parent, key) if parent else key
+
+
+def _check(spec, value, path):
+    if isinstance(spec, _Section):
+        return _check_section(spec, value, path)
+    if isinstance(spec, _ListOf):
+        return _check_list(spec, value, path)
+    return spec(value, path)
+
+
+def _check_section(spec, value, path):
+    where = path or ROOT
+    if not isinstance(value, dict):
+        raise ConfigError(where, "must be a mapping, got %s" % _show(value), "write it as a mapping of key: value lines (valid keys: %s)" % ", ".join(spec.fields))
+    for key in value:
+        if not isinstance(key, str):
+            raise ConfigError(where, "key %s is not a string" % _show(key), "use one of the keys %s" % ", ".join(spec.fields))
+        if key not in spec.fields:
+            raise _unknown_key(key, _join_path(path, key), spec, _join_path(path, key))
+    for key in spec.required:
+        if key not in value:
+            raise ConfigError(_join_path(path, key), "missing", _MISSING_FIX.get(key, "add %s" % key))
+    result = {}
+    for key, sub in spec.fields.items():
+        if key in value:
+            result[key] = _check(sub, value[key], _join_path(path, key))
+    return result
+
+
+def _check_list(spec, value, path):
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(path, "must be a list, got %s" % _show(value), "write a list, e.g. %s" % spec.example)
+    if not value:
+        raise ConfigError(path, "empty list", "add at least one entry, e.g. %s" % spec.example)
+    return [_check(spec.item, item, "%s[%d]" % (path, index)) for index, item in enumerate(value)]
+
+
+# ---------------------------------------------------------------------------
+# rules that span several fields
+
+
+def advertised_name(resource, rename_by_default=False):
+    """The name a replicated resource is advertised under: ``rename``, else ``<name>.shared`` when renamed by default, else ``name``."""
+    if resource.get("rename"):
+        return resource["rename"]
+    if rename_by_default:
+        return resource["name"] + SHARED_SUFFIX
+    return resource["name"]
+
+
+def _check_sharing(config):
+    sharing = config.get("sharing")
+    if sharing is None:
+        return
+    present = [key for key, _strategy in _STRATEGY_KEYS if key in sharing]
+    if len(present) > 1:
+        raise ConfigError(
+            "sharing",
+            "both timeSlicing and mps are set (upstream silently uses mps and ignores timeSlicing)",
+            "keep only one of sharing.timeSlicing or sharing.mps",
+        )
+    if not present:
+        raise ConfigError("sharing", "no sharing method set", "add sharing.timeSlicing or sharing.mps, or remove sharing for a node that does not share")
+    key = present[0]
+    block = sharing[key]
+    base = "sharing.%s" % key
+    if key == "mps" and config.get("flags", {}).get("migStrategy") == "mixed":
+        raise ConfigError(
+            base,
+            "MPS is not supported with flags.migStrategy: mixed (upstream fails at run time)",
+            "use sharing.timeSlicing, or set flags.migStrategy: none for an MPS node",
+        )
+    names = {}
+    advertised = {}
+    for index, resource in enumerate(block["resources"]):
+        path = "%s.resources[%d]" % (base, index)
+        name = resource["name"]
+        if name in names:
+            raise ConfigError(path + ".name", "duplicate resource %s (also at resources[%d])" % (name, names[name]), "keep one entry per resource")
+        names[name] = index
+        if key == "mps":
+            if name.startswith(DEFAULT_PREFIX + "/mig-"):
+                raise ConfigError(path + ".name", "MPS cannot share MIG devices (%s)" % name, "share nvidia.com/gpu with MPS, or use sharing.timeSlicing for MIG devices")
+            if resource["replicas"] > MPS_MAX_CLIENTS:
+                raise ConfigError(
+                    path + ".replicas",
+                    "%d exceeds the %d MPS clients one GPU supports (16 on pre-Volta GPUs)" % (resource["replicas"], MPS_MAX_CLIENTS),
+                    "use at most %d replicas" % MPS_MAX_CLIENTS,
+                )
+        shown = advertised_name(resource, block.get("renameByDefault", False))
+        field = "rename" if resource.get("rename") else "name"
+        split_resource_name(shown, "%s.%s" % (path, field), field)
+        if shown in advertised:
+            raise ConfigError(
+                "%s.%s" % (path, field),
+                "advertised name %s is already used by resources[%d]" % (shown, advertised[shown]),
+                "give each shared resource its own name",
+            )
+        advertised[shown] = index
+
+
+def _plain(value):
+    """Deep copy into plain Python types (drops str/int/dict/list subclasses such as Ansible's tagged values)."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, dict):
+        return {(_plain(key) if isinstance(key, (str, int)) else key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return copy.deepcopy(value)
+
+
+# ---------------------------------------------------------------------------
+# public API
+
+
+def validate_config(data, name=None):
+    """Validate one device-plugin config and return a normalised deep copy.
+
+    Keys come back in rendering order and resource names carry the ``nvidia.com/`` prefix.
+    The input is never modified. Raises :class:`ConfigError`.
+    """
+    try:
+        config = _check_section(_CONFIG, data, "")
+        _check_sharing(config)
+    except ConfigError as exc:
+        if name and not exc.config_name:
+            raise ConfigError(exc.path, exc.problem, exc.fix, config_name=name) from None
+        raise
+    return _plain(config)
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Safe dumper that indents block sequences under their key, like the upstream examples."""
+
+    def increase_indent(self, flow=False, indentless=False):
+        return super().increase_indent(flow, False)
+
+
+def _dump(data):
+    text = yaml.dump(data, Dumper=_BlockDumper, default_flow_style=False, sort_keys=False, allow_unicode=True, width=4096, indent=2)
+    return text.rstrip("\n")
+
+
+def render_config(data, name=None):
+    """Validate and render one config as YAML text: stable key order, block style, no trailing newline."""
+    return _dump(validate_config(data, name=name))
+
+
+def parse_config(text, name=None):
+    """Load one config from YAML text with a safe loader and validate it."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(ROOT, "not UTF-8 text (%s)" % exc.reason, "save the config as UTF-8", config_name=name) from None
+    if not isinstance(text, str):
+        raise ConfigError(ROOT, "expected YAML text, got %s" % _show(text), "pass the config file's text", config_name=name)
+    try:
+        documents = [doc for doc in yaml.load_all(text, Loader=_SafeLoader)]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = "line %d, column %d" % (mark.line + 1, mark.column + 1) if mark is not None else ROOT
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(where, "invalid YAML (%s)" % problem, "correct the YAML syntax; only plain YAML without tags is accepted", config_name=name) from None
+    documents = [doc for doc in documents if doc is not None]
+    if len(documents) != 1:
+        raise ConfigError(ROOT, "expected exactly one YAML document, found %d" % len(documents), "keep one config per file or ConfigMap key", config_name=name)
+    return validate_config(documents[0], name=name)
+
+
+def sharing_of(config):
+    """Return ``(strategy, resources)``: strategy is ``none``, ``time-slicing`` or ``mps``; resources the normalised list."""
+    config = validate_config(config)
+    sharing = config.get("sharing")
+    if not sharing:
+        return STRATEGY_NONE, []
+    for key, strategy in _STRATEGY_KEYS:
+        if key in sharing:
+            return strategy, sharing[key]["resources"]
+    return STRATEGY_NONE, []  # pragma: no cover - validate_config guarantees one strategy
+
+
+def advertised_resources(config, gpus):
+    """What a node with ``gpus`` physical GPUs labelled with ``config`` advertises, as ``{resource: count}``.
+
+    No sharing: ``{"nvidia.com/gpu": gpus}``. A replicated resource is advertised as ``rename``,
+    ``<name>.shared`` (``renameByDefault``) or ``name``, with ``gpus * replicas`` slots.
+    """
+    if not _is_int(gpus) or gpus < 0:
+        raise ConfigError("gpus", "must be a non-negative integer, got %s" % _show(gpus), "give the number of physical GPUs on the node, e.g. 2")
+    config = validate_config(config)
+    strategy, resources = sharing_of(config)
+    result = {DEFAULT_RESOURCE: gpus}
+    if strategy == STRATEGY_NONE:
+        return result
+    key = "timeSlicing" if strategy == STRATEGY_TIME_SLICING else "mps"
+    rename_by_default = config["sharing"][key].get("renameByDefault", False)
+    for index, resource in enumerate(resources):
+        path = "sharing.%s.resources[%d]" % (key, index)
+        if resource["name"] != DEFAULT_RESOURCE:
+            raise ConfigError(
+                path + ".name",
+                "cannot count %s from physical GPUs alone (only %s is a whole GPU)" % (resource["name"], DEFAULT_RESOURCE),
+                "count MIG resources from the MIG layout (mig_resources) instead",
+            )
+        devices = resource.get("devices", "all")
+        if devices != "all":
+            raise ConfigError(
+                path + ".devices",
+                "cannot count slots for a subset of devices (upstream drops per-device settings, see k8s-device-plugin#1786)",
+                "use devices: all (the default) to count advertised slots",
+            )
+        result.pop(DEFAULT_RESOURCE, None)
+        result[advertised_name(resource, rename_by_default)] = gpus * resource["replicas"]
+    return result
