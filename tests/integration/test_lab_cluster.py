@@ -48,6 +48,14 @@ def scratch(core_v1):
         "status": {"capacity": capacity, "allocatable": capacity},
     })
     core_v1.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+
+    def ready_and_untainted():
+        status = core_v1.read_node(node)
+        ready = any(c.type == "Ready" and c.status == "True" for c in status.status.conditions or [])
+        return ready and not status.spec.taints
+
+    # kwok marks the node Ready; the node lifecycle controller then lifts its not-ready taint.
+    wait_for(ready_and_untainted, timeout=60, what=f"node {node} Ready without taints")
     yield {"node": node, "ns": ns, "selector": label}
     core_v1.delete_namespace(ns)
     core_v1.delete_node(node)
