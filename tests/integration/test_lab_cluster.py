@@ -158,3 +158,14 @@ def test_quota_on_gpu_requests_rejects_second_pod_at_admission(core_v1, scratch)
     assert denied.value.status == 403
     assert "exceeded quota: gpu-quota" in denied.value.body, denied.value.body
     assert [p.metadata.name for p in core_v1.list_namespaced_pod(ns).items] == ["first"]
+
+
+def test_cluster_playbook_rerun_reuses_the_running_cluster(run_playbook, core_v1):
+    before = {n.metadata.name: n.metadata.uid for n in core_v1.list_node().items}
+    proc = run_playbook("playbooks/cluster.yml")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    recap = [line for line in proc.stdout.splitlines() if line.startswith("localhost")][-1]
+    assert "changed=0" in recap and "failed=0" in recap, recap
+    after = {n.metadata.name: n.metadata.uid for n in core_v1.list_node().items}
+    assert {"lab-node-0", "lab-node-1", "lab-node-2"} <= set(after)
+    assert all(after[name] == uid for name, uid in before.items() if name in after), "nodes were re-created"
