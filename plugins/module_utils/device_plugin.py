@@ -19,9 +19,9 @@ import re
 import yaml
 
 try:
-    _SafeLoader = yaml.CSafeLoader
-except AttributeError:  # PyYAML built without libyaml
-    _SafeLoader = yaml.SafeLoader
+    from .gpu_requests import ManifestError, load_documents
+except ImportError:  # loaded as a plain module, next to gpu_requests.py
+    from gpu_requests import ManifestError, load_documents  # type: ignore[no-redef]
 
 
 __all__ = [
@@ -144,6 +144,7 @@ def _enum(*choices):
         if not isinstance(value, str) or value not in choices:
             raise ConfigError(path, "must be one of %s, got %s" % (", ".join(choices), _show(value)), "set it to one of %s" % ", ".join(choices))
         return str(value)
+
     return check
 
 
@@ -237,7 +238,7 @@ def _replicas(value, path):
     if value < 2:
         raise ConfigError(
             path,
-            "%d replicas is not sharing (upstream rejects replicas below 2)" % value,
+            "must be 2 or more, got %d (upstream rejects it: one replica is no sharing)" % value,
             "use 2 or more, or drop the sharing section for a node that does not share",
         )
     return int(value)
@@ -256,6 +257,7 @@ def _devices(value, path):
     if not isinstance(value, (list, tuple)) or not value:
         raise ConfigError(path, "must be 'all', a count or a non-empty list, got %s" % _show(value), fix)
     result = []
+    seen = set()
     for index, item in enumerate(value):
         item_path = "%s[%d]" % (path, index)
         if _is_int(item) and item >= 0:
@@ -264,8 +266,9 @@ def _devices(value, path):
             norm = str(item)
         else:
             raise ConfigError(item_path, "not a GPU index, MIG index or device UUID: %s" % _show(item), fix)
-        if str(norm) in [str(seen) for seen in result]:
+        if str(norm) in seen:
             raise ConfigError(item_path, "device %s is listed twice" % norm, "list each device once")
+        seen.add(str(norm))
         result.append(norm)
     return result
 
@@ -367,24 +370,26 @@ _KEY_HOMES = _key_homes()
 
 def _common_prefix_len(left, right):
     size = 0
-    for a_char, b_char in zip(left, right):
-        if a_char != b_char:
+    for a_item, b_item in zip(left, right):
+        if a_item != b_item:
             break
         size += 1
     return size
 
 
-def _unknown_key(key, path, section, here):
-    """Build the error for a key that is not valid at ``path``."""
-    generic = re.sub(r"\[\d+\]", "[*]", here)
+def _unknown_key(key, path, section):
+    """Build the error for a key that is not valid at ``path`` (the key's own path)."""
+    generic = re.sub(r"\[\d+\]", "[*]", path)
     homes = [home for home in _KEY_HOMES.get(key, []) if home != generic]
-    problem = "unknown key here (upstream silently ignores it)"
     if homes:
-        best = max(_common_prefix_len(home, generic) for home in homes)
-        closest = [home for home in homes if _common_prefix_len(home, generic) == best]
+        problem = "misplaced key (upstream silently ignores it here)"
+        here = generic.split(".")
+        best = max(_common_prefix_len(home.split("."), here) for home in homes)
+        closest = [home for home in homes if _common_prefix_len(home.split("."), here) == best]
         if best > 0 and len(closest) < len(homes):
             homes = closest
         return ConfigError(path, problem, "move it to %s" % _join(homes))
+    problem = "unknown key (upstream silently ignores it)"
     valid = ", ".join(section.fields)
     match = difflib.get_close_matches(key, list(section.fields), n=1, cutoff=0.6)
     if not match:
@@ -411,12 +416,14 @@ def _check(spec, value, path):
 def _check_section(spec, value, path):
     where = path or ROOT
     if not isinstance(value, dict):
-        raise ConfigError(where, "must be a mapping, got %s" % _show(value), "write it as a mapping of key: value lines (valid keys: %s)" % ", ".join(spec.fields))
+        raise ConfigError(
+            where, "must be a mapping, got %s" % _show(value), "write it as a mapping of key: value lines (valid keys: %s)" % ", ".join(spec.fields)
+        )
     for key in value:
         if not isinstance(key, str):
             raise ConfigError(where, "key %s is not a string" % _show(key), "use one of the keys %s" % ", ".join(spec.fields))
         if key not in spec.fields:
-            raise _unknown_key(key, _join_path(path, key), spec, _join_path(path, key))
+            raise _unknown_key(key, _join_path(path, key), spec)
     for key in spec.required:
         if key not in value:
             raise ConfigError(_join_path(path, key), "missing", _MISSING_FIX.get(key, "add %s" % key))
@@ -480,7 +487,9 @@ def _check_sharing(config):
         names[name] = index
         if key == "mps":
             if name.startswith(DEFAULT_PREFIX + "/mig-"):
-                raise ConfigError(path + ".name", "MPS cannot share MIG devices (%s)" % name, "share nvidia.com/gpu with MPS, or use sharing.timeSlicing for MIG devices")
+                raise ConfigError(
+                    path + ".name", "MPS cannot share MIG devices (%s)" % name, "share nvidia.com/gpu with MPS, or use sharing.timeSlicing for MIG devices"
+                )
             if resource["replicas"] > MPS_MAX_CLIENTS:
                 raise ConfigError(
                     path + ".replicas",
@@ -554,21 +563,14 @@ def render_config(data, name=None):
 
 
 def parse_config(text, name=None):
-    """Load one config from YAML text with a safe loader and validate it."""
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ConfigError(ROOT, "not UTF-8 text (%s)" % exc.reason, "save the config as UTF-8", config_name=name) from None
-    if not isinstance(text, str):
+    """Load one config from YAML text with the safe loader of :mod:`gpu_requests` and validate it."""
+    if not isinstance(text, (str, bytes)):
         raise ConfigError(ROOT, "expected YAML text, got %s" % _show(text), "pass the config file's text", config_name=name)
     try:
-        documents = [doc for doc in yaml.load_all(text, Loader=_SafeLoader)]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = "line %d, column %d" % (mark.line + 1, mark.column + 1) if mark is not None else ROOT
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(where, "invalid YAML (%s)" % problem, "correct the YAML syntax; only plain YAML without tags is accepted", config_name=name) from None
+        documents = load_documents(text)
+    except ManifestError as exc:
+        where = "line %d" % exc.line if exc.line else ROOT
+        raise ConfigError(where, exc.problem, "write the config as plain YAML (no tags), UTF-8", config_name=name) from None
     documents = [doc for doc in documents if doc is not None]
     if len(documents) != 1:
         raise ConfigError(ROOT, "expected exactly one YAML document, found %d" % len(documents), "keep one config per file or ConfigMap key", config_name=name)

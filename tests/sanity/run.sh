@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# ansible-test sanity, with no ignore file. ansible-test needs the collection at
+# .../ansible_collections/<ns>/<name>/ as a real directory, so the checkout's
+# files are copied there. Sanity's own requirements go into a separate venv
+# (.venv-sanity) so they never shift the pinned toolchain in .venv.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+venv="$repo/.venv-sanity"
+core=$(sed -n 's/^ansible-core==//p' "$repo/requirements.txt")
+if [[ ! -x "$venv/bin/ansible-test" ]] || ! "$venv/bin/ansible-test" --version 2>/dev/null | grep -q "$core"; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "ansible-core==$core"
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+dest="$work/ansible_collections/gpushare/k8s"
+mkdir -p "$dest"
+(cd "$repo" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$dest")
+cd "$dest"
+PATH="$venv/bin:$PATH" ansible-test sanity --local --requirements --python "$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')" "$@"

@@ -1,0 +1,178 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpushare.k8s.plugins.module_utils.mig import (
+    MigError,
+    canonical_product,
+    max_instances,
+    mig_resources,
+    products,
+    profiles,
+    resource_name,
+    validate_layout,
+)
+
+A100_80_PROFILES = ["1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"]
+
+
+def test_products():
+    assert products() == ["A100-SXM4-40GB", "A100-SXM4-80GB", "A30-24GB", "H100-80GB", "H200-141GB"]
+
+
+@pytest.mark.parametrize(
+    "product, canonical",
+    [
+        ("NVIDIA-A100-SXM4-80GB", "A100-SXM4-80GB"),
+        ("A100-SXM4-80GB", "A100-SXM4-80GB"),
+        ("NVIDIA-A100-SXM4-40GB", "A100-SXM4-40GB"),
+        ("H100-80GB", "H100-80GB"),
+        ("NVIDIA-H100-SXM5-80GB", "H100-80GB"),
+        ("NVIDIA-H100-80GB-HBM3", "H100-80GB"),
+        ("H200-141GB", "H200-141GB"),
+        ("NVIDIA-A30-24GB", "A30-24GB"),
+    ],
+)
+def test_canonical_product(product, canonical):
+    assert canonical_product(product) == canonical
+
+
+@pytest.mark.parametrize(
+    "product, profile, count",
+    [
+        ("NVIDIA-A100-SXM4-80GB", "1g.10gb", 7),
+        ("A100-SXM4-80GB", "1g.20gb", 4),
+        ("A100-SXM4-80GB", "7g.80gb", 1),
+        ("A100-SXM4-40GB", "1g.5gb", 7),
+        ("A100-SXM4-40GB", "1g.10gb", 4),
+        ("A100-SXM4-40GB", "2g.10gb", 3),
+        ("NVIDIA-H100-80GB-HBM3", "1g.10gb", 7),
+        ("H100-SXM5-80GB", "3g.40gb", 2),
+        ("H200-141GB", "1g.18gb", 7),
+        ("H200-141GB", "1g.35gb", 4),
+        ("A30-24GB", "1g.6gb", 4),
+        ("A30-24GB", "2g.12gb", 2),
+    ],
+)
+def test_max_instances(product, profile, count):
+    assert max_instances(product, profile) == count
+
+
+def test_profiles_table_with_memory_only_where_known():
+    table = profiles("NVIDIA-A100-SXM4-80GB")
+    assert list(table) == A100_80_PROFILES
+    assert table["1g.10gb"] == {"max": 7, "memory_mib": 9856, "resource": "nvidia.com/mig-1g.10gb"}
+    assert table["1g.20gb"]["memory_mib"] == 19968
+    assert table["2g.20gb"]["memory_mib"] is None
+    assert profiles("A100-SXM4-40GB")["1g.5gb"] == {"max": 7, "memory_mib": 4864, "resource": "nvidia.com/mig-1g.5gb"}
+    h100 = profiles("H100-80GB")
+    assert list(h100) == A100_80_PROFILES
+    assert all(item["memory_mib"] is None for item in h100.values())
+    assert [item["max"] for item in h100.values()] == [item["max"] for item in table.values()]
+
+
+def test_profiles_returns_a_fresh_copy():
+    profiles("A30-24GB")["1g.6gb"]["max"] = 99
+    assert max_instances("A30-24GB", "1g.6gb") == 4
+
+
+@pytest.mark.parametrize(
+    "profile, resource",
+    [("1g.10gb", "nvidia.com/mig-1g.10gb"), ("1g.10gb+me", "nvidia.com/mig-1g.10gb.me"), ("7g.141gb", "nvidia.com/mig-7g.141gb")],
+)
+def test_resource_name(profile, resource):
+    assert resource_name(profile) == resource
+
+
+@pytest.mark.parametrize(
+    "product, profile, gpus, count, expected",
+    [
+        pytest.param("NVIDIA-A100-SXM4-80GB", "1g.10gb", 1, None, {"nvidia.com/mig-1g.10gb": 7}, id="lab-node-2"),
+        pytest.param("A100-SXM4-40GB", "1g.10gb", 1, None, {"nvidia.com/mig-1g.10gb": 4}, id="40gb-1g.10gb"),
+        pytest.param("A100-SXM4-40GB", "1g.5gb", 1, None, {"nvidia.com/mig-1g.5gb": 7}, id="40gb-1g.5gb"),
+        pytest.param("A100-SXM4-80GB", "1g.10gb", 2, None, {"nvidia.com/mig-1g.10gb": 14}, id="two-gpus"),
+        pytest.param("A100-SXM4-80GB", "1g.10gb", 2, 3, {"nvidia.com/mig-1g.10gb": 6}, id="partial-layout"),
+        pytest.param("A100-SXM4-80GB", "1g.10gb", 0, None, {"nvidia.com/mig-1g.10gb": 0}, id="no-gpus"),
+    ],
+)
+def test_mig_resources(product, profile, gpus, count, expected):
+    assert mig_resources(product, profile, gpus, count) == expected
+
+
+def test_validate_layout_returns_count():
+    assert validate_layout("A100-SXM4-40GB", "1g.10gb", 4) == 4
+
+
+A100_40_LIST = "1g.5gb x7, 1g.10gb x4, 2g.10gb x3, 3g.20gb x2, 4g.20gb x1, 7g.40gb x1"
+PRODUCTS_FIX = "use one of A100-SXM4-40GB, A100-SXM4-80GB, A30-24GB, H100-80GB, H200-141GB (the NVIDIA- prefix of the gpu.product label is optional)"
+
+
+@pytest.mark.parametrize(
+    "call, path, message",
+    [
+        pytest.param(
+            lambda: max_instances("T4", "1g.5gb"), "product", "product: no MIG geometry known for product 'T4'. Fix: " + PRODUCTS_FIX, id="unknown-product"
+        ),
+        pytest.param(lambda: max_instances(None, "1g.5gb"), "product", "product: must be a GPU product name, got null. Fix: " + PRODUCTS_FIX, id="no-product"),
+        pytest.param(
+            lambda: max_instances("A100-SXM4-80GB", "1g.5gb"),
+            "profile",
+            "profile: '1g.5gb' is not a MIG profile of A100-SXM4-80GB. Fix: use one of the A100-SXM4-80GB profiles (max instances per GPU): "
+            "1g.10gb x7, 1g.20gb x4, 2g.20gb x3, 3g.40gb x2, 4g.40gb x1, 7g.80gb x1",
+            id="profile-of-another-product",
+        ),
+        pytest.param(
+            lambda: validate_layout("A100-SXM4-40GB", "1g.10gb", 7),
+            "count",
+            "count: 7 instances of 1g.10gb do not fit: one A100-SXM4-40GB holds at most 4. Fix: use 1 to 4 per GPU, or another profile (%s)" % A100_40_LIST,
+            id="seven-1g.10gb-on-40gb",
+        ),
+        pytest.param(
+            lambda: validate_layout("A100-SXM4-40GB", "1g.10gb", 0),
+            "count",
+            "count: must be at least 1, got 0. Fix: use a whole number from 1 to 4",
+            id="zero-instances",
+        ),
+        pytest.param(
+            lambda: validate_layout("A100-SXM4-40GB", "1g.10gb", True),
+            "count",
+            "count: must be an integer number of instances per GPU, got true. Fix: use a whole number from 1 to 4",
+            id="bool-count",
+        ),
+        pytest.param(
+            lambda: validate_layout("A100-SXM4-40GB", "1g.10gb", "4"),
+            "count",
+            "count: must be an integer number of instances per GPU, got '4'. Fix: use a whole number from 1 to 4",
+            id="string-count",
+        ),
+        pytest.param(
+            lambda: mig_resources("A100-SXM4-40GB", "1g.10gb", 1, 7, where="lab-node-2.mig"),
+            "lab-node-2.mig.count",
+            "lab-node-2.mig.count: 7 instances of 1g.10gb do not fit: one A100-SXM4-40GB holds at most 4. "
+            "Fix: use 1 to 4 per GPU, or another profile (%s)" % A100_40_LIST,
+            id="where-prefix",
+        ),
+        pytest.param(
+            lambda: mig_resources("A100-SXM4-80GB", "1g.10gb", -1),
+            "gpus",
+            "gpus: must be a non-negative integer number of MIG-enabled GPUs, got -1. Fix: give the GPU count, e.g. 1",
+            id="negative-gpus",
+        ),
+        pytest.param(
+            lambda: resource_name("1g"),
+            "profile",
+            "profile: '1g' is not a MIG profile name. Fix: write a profile as <slices>g.<memory>gb, e.g. 1g.10gb (optionally with +me)",
+            id="bad-profile-name",
+        ),
+    ],
+)
+def test_mig_errors(call, path, message):
+    with pytest.raises(MigError) as info:
+        call()
+    assert info.value.path == path
+    assert str(info.value) == message
+    assert isinstance(info.value, ValueError)
