@@ -23,6 +23,7 @@ Precedence, as in kubernetes.core:
 
 from __future__ import annotations
 
+import copy
 import os
 import traceback
 
@@ -169,6 +170,31 @@ def _load_kubeconfig(configuration, auth):
         raise K8sAuthError("could not load {0}{1}: {2}".format(where, hint, exc))
 
 
+def _apply_overrides(configuration, overrides):
+    """Set explicit options on ``configuration`` and keep them set.
+
+    A kubeconfig with a token installs a refresh hook that rewrites the token,
+    host and TLS files before every request; wrap it so the options given to
+    the task still win afterwards.
+    """
+    if not overrides:
+        return
+
+    def apply(target):
+        for key, value in overrides.items():
+            setattr(target, key, copy.copy(value))
+
+    apply(configuration)
+    hook = configuration.refresh_api_key_hook
+    if hook is not None:
+
+        def refresh(target):
+            hook(target)
+            apply(target)
+
+        configuration.refresh_api_key_hook = refresh
+
+
 def build_configuration(params, environ=None, pool_maxsize=None):
     """Return a ``kubernetes.client.Configuration`` for the given options.
 
@@ -197,28 +223,29 @@ def build_configuration(params, environ=None, pool_maxsize=None):
                     "Set kubeconfig (or K8S_AUTH_KUBECONFIG), or host with api_key.".format(exc)
                 )
 
+    overrides = {}
     if auth.get("host"):
-        configuration.host = auth["host"].rstrip("/")
+        overrides["host"] = auth["host"].rstrip("/")
     if auth.get("api_key"):
-        configuration.api_key = {"authorization": "Bearer {0}".format(auth["api_key"])}
-        configuration.api_key_prefix = {}
+        overrides["api_key"] = {"authorization": "Bearer {0}".format(auth["api_key"])}
     elif auth.get("username") and auth.get("password"):
-        configuration.username = auth["username"]
-        configuration.password = auth["password"]
         # The generated client has no basic-auth setting of its own: send the
-        # header through the same slot the bearer token uses.
-        configuration.api_key = {"authorization": configuration.get_basic_auth_token()}
-        configuration.api_key_prefix = {}
+        # header through the slot the bearer token uses.
+        basic = k8s_client.Configuration(username=auth["username"], password=auth["password"])
+        overrides["api_key"] = {"authorization": basic.get_basic_auth_token()}
+    if "api_key" in overrides:
+        overrides["api_key_prefix"] = {}
     if auth.get("validate_certs") is not None:
-        configuration.verify_ssl = bool(auth["validate_certs"])
+        overrides["verify_ssl"] = bool(auth["validate_certs"])
     if auth.get("ca_cert"):
-        configuration.ssl_ca_cert = auth["ca_cert"]
+        overrides["ssl_ca_cert"] = auth["ca_cert"]
     if auth.get("client_cert"):
-        configuration.cert_file = auth["client_cert"]
+        overrides["cert_file"] = auth["client_cert"]
     if auth.get("client_key"):
-        configuration.key_file = auth["client_key"]
+        overrides["key_file"] = auth["client_key"]
     if auth.get("proxy"):
-        configuration.proxy = auth["proxy"]
+        overrides["proxy"] = auth["proxy"]
+    _apply_overrides(configuration, overrides)
 
     if pool_maxsize is not None:
         configuration.connection_pool_maxsize = max(int(pool_maxsize), MIN_POOL_SIZE)
