@@ -16,7 +16,10 @@ import copy
 import difflib
 import re
 
-import yaml
+try:
+    import yaml
+except ImportError:  # rendering says what to install; validation needs no YAML library
+    yaml = None
 
 try:
     from .gpu_requests import ManifestError, load_documents
@@ -545,14 +548,17 @@ def validate_config(data, name=None):
     return _plain(config)
 
 
-class _BlockDumper(yaml.SafeDumper):
-    """Safe dumper that indents block sequences under their key, like the upstream examples."""
+if yaml is not None:
+    class _BlockDumper(yaml.SafeDumper):  # pylint: disable=too-many-ancestors
+        """Safe dumper that indents block sequences under their key, like the upstream examples."""
 
-    def increase_indent(self, flow=False, indentless=False):
-        return super().increase_indent(flow, False)
+        def increase_indent(self, flow=False, indentless=False):
+            return super().increase_indent(flow, False)
 
 
 def _dump(data):
+    if yaml is None:
+        raise ConfigError("", "cannot render: the Python library PyYAML is missing", "install it (pip install PyYAML)")
     text = yaml.dump(data, Dumper=_BlockDumper, default_flow_style=False, sort_keys=False, allow_unicode=True, width=4096, indent=2)
     return text.rstrip("\n")
 

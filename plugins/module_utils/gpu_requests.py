@@ -26,28 +26,45 @@ import argparse
 import re
 import sys
 
-import yaml
-from yaml.nodes import MappingNode, ScalarNode, SequenceNode
-from yaml.resolver import BaseResolver
-
 try:
-    from yaml.cyaml import CParser as _Parser
-    from yaml.cyaml import CSafeLoader as _SafeLoader
-except ImportError:  # PyYAML built without libyaml
-    from yaml.composer import Composer as _Composer
-    from yaml.parser import Parser as _PyParser
-    from yaml.reader import Reader as _Reader
-    from yaml.scanner import Scanner as _Scanner
-    from yaml import SafeLoader as _SafeLoader
+    import yaml
+    from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+    from yaml.resolver import BaseResolver
 
-    class _Parser(_Reader, _Scanner, _PyParser, _Composer):  # type: ignore[no-redef]
-        """Pure-Python stand-in for libyaml's CParser (reader, scanner, parser, composer)."""
+    try:
+        from yaml.cyaml import CParser as _Parser
+        from yaml.cyaml import CSafeLoader as _SafeLoader
+    except ImportError:  # PyYAML built without libyaml
+        from yaml.composer import Composer as _Composer
+        from yaml.parser import Parser as _PyParser
+        from yaml.reader import Reader as _Reader
+        from yaml.scanner import Scanner as _Scanner
+        from yaml import SafeLoader as _SafeLoader
 
-        def __init__(self, stream):
-            _Reader.__init__(self, stream)
-            _Scanner.__init__(self)
-            _PyParser.__init__(self)
-            _Composer.__init__(self)
+        class _Parser(_Reader, _Scanner, _PyParser, _Composer):  # type: ignore[no-redef]
+            """Pure-Python stand-in for libyaml's CParser (reader, scanner, parser, composer)."""
+
+            def __init__(self, stream):
+                _Reader.__init__(self, stream)
+                _Scanner.__init__(self)
+                _PyParser.__init__(self)
+                _Composer.__init__(self)
+
+    HAS_YAML = True
+except ImportError:  # PyYAML missing: importable, and every entry point says what to install
+    HAS_YAML = False
+    yaml = None
+
+    class _Missing:  # pylint: disable=too-few-public-methods
+        """Placeholder base for the YAML classes below when PyYAML is missing."""
+
+        def __init__(self, *args, **kwargs):
+            raise ImportError("PyYAML")
+
+    # Distinct placeholders, so the classes below still build a consistent MRO.
+    MappingNode, ScalarNode, SequenceNode, BaseResolver, _Parser, _SafeLoader = (
+        type(name, (_Missing,), {}) for name in ("MappingNode", "ScalarNode", "SequenceNode", "BaseResolver", "_Parser", "_SafeLoader")
+    )
 
 
 __all__ = [
@@ -180,6 +197,8 @@ def _last_pair_per_key(pairs):
 
 def _read_text(text_or_stream):
     """Return the manifest as ``str``, refusing anything larger than MAX_INPUT_BYTES."""
+    if not HAS_YAML:
+        raise ManifestError("the Python library PyYAML is required to read manifests; install it (pip install PyYAML)")
     data = text_or_stream
     if hasattr(data, "read"):
         data = data.read(MAX_INPUT_BYTES + 1)
@@ -594,6 +613,11 @@ def _read_file(path):
         return _read_text(handle)
 
 
+def _say(stream, line):
+    """One line of the CLI's output (the module never calls this)."""
+    stream.write(line + "\n")
+
+
 def main(argv=None):
     """``check-request <pod-manifest>``: exit 0 and ``OK``, exit 1 and ``OVER=<container>=<count>`` lines, or exit 2."""
     parser = argparse.ArgumentParser(
@@ -611,23 +635,23 @@ def main(argv=None):
     try:
         resources, max_per_container = _check_options(args.resources or DEFAULT_RESOURCES, args.max_per_container)
     except ValueError as exc:
-        print("check-request: %s" % exc, file=sys.stderr)
+        _say(sys.stderr, "check-request: %s" % exc)
         return 2
     try:
         offenders = find_offenders(_read_file(args.manifest), resources=resources, max_per_container=max_per_container)
     except OSError as exc:
-        print("check-request: cannot read %s: %s" % (args.manifest, exc.strerror or exc), file=sys.stderr)
+        _say(sys.stderr, "check-request: cannot read %s: %s" % (args.manifest, exc.strerror or exc))
         return 2
     except ManifestError as exc:
-        print("check-request: %s: %s" % (args.manifest, exc), file=sys.stderr)
+        _say(sys.stderr, "check-request: %s: %s" % (args.manifest, exc))
         return 2
     if offenders:
         for offender in offenders:
-            print("OVER=%s=%d" % (offender["container"], offender["count"]))
+            _say(sys.stdout, "OVER=%s=%d" % (offender["container"], offender["count"]))
         return 1
-    print("OK")
+    _say(sys.stdout, "OK")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -10,7 +10,7 @@ module: gpu_request_check
 short_description: Reject workloads that ask for more than one GPU slice before they are deployed
 version_added: 0.1.0
 author:
-  - gpushare.k8s maintainers
+  - gpushare.k8s maintainers (@gpushare)
 description:
   - Reads Kubernetes manifests and lists every container that asks for more than O(max_per_container) units of a GPU
     resource, in C(limits) or C(requests) (the larger counts).

@@ -86,7 +86,7 @@ class _RacingApi(node_status.CoreNodeApi):
 
 def test_two_threads_race_on_one_node_and_both_converge(kubeconfig, core_v1, race_keys):
     barrier = threading.Barrier(2)
-    apis = [_RacingApi(build_api_client({"kubeconfig": kubeconfig}), barrier) for _key in race_keys]
+    apis = [_RacingApi(build_api_client({"kubeconfig": kubeconfig}), barrier) for dummy in race_keys]
     results = {}
     errors = []
 

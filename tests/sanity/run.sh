@@ -11,6 +11,15 @@ if [[ ! -x "$venv/bin/ansible-test" ]] || ! "$venv/bin/ansible-test" --version 2
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check "ansible-core==$core"
 fi
+# ansible-test seeds pip in each test venv with a script it downloads from a
+# site these machines cannot reach; give it ours (ensurepip + the registry).
+pip_version=$("$venv/bin/python" -c 'from ansible_test._internal.python_requirements import get_venv_packages as g
+from ansible_test._internal.host_configs import NativePythonConfig as N
+import sys; print(g(N(version="%d.%d" % sys.version_info[:2], path=sys.executable))["pip"])')
+if [[ -n "$pip_version" ]]; then
+  cache="$HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py"
+  [[ -f "$cache" ]] || { mkdir -p "$(dirname "$cache")"; cp "$repo/tests/sanity/bootstrap_pip.py" "$cache"; }
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 dest="$work/ansible_collections/gpushare/k8s"
