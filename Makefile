@@ -52,8 +52,20 @@ unit: setup
 integration: cluster
 	$(PYTEST) tests/integration
 
+molecule: cluster
+	cd extensions && molecule test -s default
+
+sanity: setup
+	tests/sanity/run.sh
+
+lint: setup
+	ansible-lint --profile production
+
+# Unit and live-cluster tests first (pytest), then the molecule scenario (its own
+# cluster), ansible-test sanity and ansible-lint.
 test: cluster
 	$(PYTEST) tests/unit tests/integration
+	$(MAKE) --no-print-directory molecule sanity lint
 
 build: setup
 	ansible-galaxy collection build --force --output-path $(CURDIR)

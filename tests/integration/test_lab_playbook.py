@@ -52,9 +52,8 @@ def test_check_mode_on_fresh_cluster_writes_nothing_and_reports_changes(fresh, r
 def test_lab_keeps_what_a_user_added(fresh, run_playbook):
     core = fresh["core"]
     core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-share"}})
-    core.create_namespaced_config_map("gpu-share", {"apiVersion": "v1", "kind": "ConfigMap",
-                                                   "metadata": {"name": "device-plugin-configs"},
-                                                   "data": {USER_KEY: "keep me"}})
+    user_configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "device-plugin-configs"}, "data": {USER_KEY: "keep me"}}
+    core.create_namespaced_config_map("gpu-share", user_configmap)
     core.patch_node("lab-node-1", {"metadata": {"labels": {USER_LABEL: "r42"}}})
     core.patch_node_status("lab-node-1", {"status": {"capacity": {USER_RESOURCE: "3"}, "allocatable": {USER_RESOURCE: "3"}}})
 

@@ -54,7 +54,7 @@ class FakeNodeApi:
                            "allocatable": {"cpu": "8", "pods": "110", FOO: "1"}},
             }
         self.patches = []
-        self.failure = None  # raised by every patch_node_status call while set
+        self.failure = ()  # (status, reason): every patch_node_status call fails so while set
 
     def get_node(self, name):
         if name not in self.nodes:
@@ -67,8 +67,8 @@ class FakeNodeApi:
 
     def patch_node_status(self, name, patch):
         self.patches.append((name, patch))
-        if isinstance(self.failure, Exception):
-            raise self.failure
+        if self.failure:
+            raise NodeApiError(*self.failure)
         node = self.nodes[name]
         node["status"] = merge(node["status"], patch["status"])
         node["metadata"]["resourceVersion"] = str(int(node["metadata"]["resourceVersion"]) + 1)
@@ -233,7 +233,7 @@ def test_no_match_allowed(fake, module_run):
 
 
 def test_write_failure_reports_every_node(fake, module_run):
-    fake.failure = NodeApiError(403, "forbidden")
+    fake.failure = (403, "forbidden")
     outcome = module_run({"label_selector": "lab=yes", "resources": {GPU: 1}})
     assert outcome.failed
     assert outcome.result["msg"] == (
