@@ -53,7 +53,7 @@ integration: cluster
 	$(PYTEST) tests/integration
 
 molecule: cluster
-	cd extensions && molecule test -s default
+	molecule test
 
 sanity: setup
 	tests/sanity/run.sh
