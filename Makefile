@@ -72,3 +72,8 @@ build: setup
 
 clean:
 	rm -rf .collections .pytest_cache tests/output gpushare-k8s-*.tar.gz
+
+# Benchmarks (BENCHMARKS.md): every figure and ratio of one run; about 25 minutes.
+# Options go in BENCH_ARGS, e.g. `make bench BENCH_ARGS="--quick"` or "--only check,scale".
+bench: cluster
+	$(VENV)/bin/python benchmarks/run.py $(BENCH_ARGS)

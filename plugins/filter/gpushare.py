@@ -11,12 +11,13 @@ import re
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpushare.k8s.plugins.module_utils import device_plugin as _dp
+from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_features as _features
 from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_requests as _requests
 from ansible_collections.gpushare.k8s.plugins.module_utils import mig as _mig
 
 # A config name is both a ConfigMap key and the value of the node label nvidia.com/device-plugin.config.
 _CONFIG_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_NODE_KEYS = ("name", "gpus", "config", "mig")
+_NODE_KEYS = ("name", "gpus", "config", "mig", "product")
 _MIG_KEYS = ("product", "profile", "gpus", "count")
 
 
@@ -48,7 +49,7 @@ def _filter_errors(func):
     def wrapper(*args, **kwargs):
         try:
             return func(*args, **kwargs)
-        except (_dp.ConfigError, _mig.MigError, _requests.ManifestError, ValueError) as exc:
+        except (_dp.ConfigError, _mig.MigError, _features.FeatureError, _requests.ManifestError, ValueError) as exc:
             raise AnsibleFilterError(str(exc)) from None
 
     wrapper.__name__ = func.__name__
@@ -135,6 +136,7 @@ def node_gpu_resources(node, configs=None):
     for key in node:
         if key not in _NODE_KEYS:
             raise _dp.ConfigError("%s.%s" % (where, key), "unknown key", "use only %s" % ", ".join(_NODE_KEYS))
+    _features.check_product(node, where)  # optional GPU product (gpu_feature_labels), same as mig.product on a MIG node
     gpus = node.get("gpus")
     if not _is_int(gpus) or gpus < 0:
         raise _dp.ConfigError("%s.gpus" % where, "must be a non-negative integer, got %r" % (gpus,), "give the node's physical GPU count, e.g. gpus: 2")

@@ -149,6 +149,7 @@ from ansible.module_utils.common.text.converters import to_native
 
 try:
     from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_requests import MAX_INPUT_BYTES, ManifestError, find_offenders
+    from ansible_collections.gpushare.k8s.plugins.module_utils.preflight import manifest_fix
 except ImportError:  # PyYAML missing on the managed host
     HAS_YAML = False
     YAML_IMPORT_ERROR = traceback.format_exc()
@@ -205,7 +206,7 @@ def main():
     try:
         offenders = find_offenders(data, resources=module.params["resources"], max_per_container=module.params["max_per_container"])
     except ManifestError as exc:
-        module.fail_json(msg="Cannot check the manifest: %s" % to_native(exc), offenders=[])
+        module.fail_json(msg="Cannot check the manifest: %s. %s" % (to_native(exc), manifest_fix(exc.problem)), offenders=[])
     except ValueError as exc:
         module.fail_json(msg=to_native(exc), offenders=[])
 

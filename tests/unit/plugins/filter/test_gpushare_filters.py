@@ -223,7 +223,7 @@ def test_gpu_offenders():
         pytest.param(
             "node_gpu_resources",
             ({"name": "n", "gpus": 2, "labels": {}}, CONFIGS),
-            "n.labels: unknown key. Fix: use only name, gpus, config, mig",
+            "n.labels: unknown key. Fix: use only name, gpus, config, mig, product",
             id="node-unknown-key",
         ),
         pytest.param(

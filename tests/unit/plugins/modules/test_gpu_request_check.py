@@ -142,13 +142,14 @@ def test_resources_and_max_per_container():
         pytest.param({"content": "a: 1", "definition": {}}, "parameters are mutually exclusive: path|content|definition", id="two-sources"),
         pytest.param(
             {"content": "kind: Pod\nspec: [\n"},
-            "Cannot check the manifest: document 1, line 3: invalid YAML: while parsing a flow node did not find expected node content",
+            "Cannot check the manifest: document 1, line 3: invalid YAML: while parsing a flow node did not find expected node content. "
+            "Fix: correct the YAML syntax at that line",
             id="invalid-yaml",
         ),
         pytest.param(
             {"content": "kind: Pod\nx: !!python/object/apply:os.system ['id']\n"},
             "Cannot check the manifest: document 1, line 2: YAML tag 'tag:yaml.org,2002:python/object/apply:os.system' is not allowed "
-            "(only plain YAML is read; tags that build objects are refused)",
+            "(only plain YAML is read; tags that build objects are refused). Fix: remove the tag and write a plain value",
             id="unsafe-tag",
         ),
         pytest.param({"definition": 42}, "definition must be an object, a list of objects or YAML text, got int", id="definition-number"),

@@ -1,0 +1,55 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Filters for the admission guard and the config-label check (documentation: one sidecar ``<filter>.yml`` per filter)."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpushare.k8s.plugins.filter.gpushare import _check_config_name
+from ansible_collections.gpushare.k8s.plugins.module_utils import device_plugin as _dp
+from ansible_collections.gpushare.k8s.plugins.module_utils import guards as _guards
+
+
+def _checked_names(configs):
+    if isinstance(configs, dict):
+        for name in configs:
+            _check_config_name(name)
+    return configs
+
+
+def time_sliced_resources(configs, require_fail_requests=True):
+    """``{config name: [resource names]}`` of the configs that time-slice (with failRequestsGreaterThanOne by default)."""
+    try:
+        return _guards.time_sliced_resources(_checked_names(configs), require_fail_requests=bool(require_fail_requests))
+    except (_dp.ConfigError, ValueError) as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+def unshared_configs(configs):
+    """Names of the configs that give whole GPUs (no sharing section)."""
+    try:
+        return _guards.unshared_configs(_checked_names(configs))
+    except (_dp.ConfigError, ValueError) as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+def config_label_errors(nodes, keys, configmap="device-plugin-configs", namespace="gpu-share", label=_guards.CONFIG_LABEL):
+    """One message per node whose config label names a key the ConfigMap lacks (``keys`` None: the ConfigMap is missing)."""
+    try:
+        return _guards.config_label_errors(nodes, None if keys is None else list(keys), configmap=configmap, namespace=namespace, label=label)
+    except (_dp.ConfigError, ValueError) as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+class FilterModule:
+    """gpushare.k8s guard filters."""
+
+    def filters(self):
+        return {
+            "config_label_errors": config_label_errors,
+            "time_sliced_resources": time_sliced_resources,
+            "unshared_configs": unshared_configs,
+        }

@@ -1,0 +1,138 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Read Kubernetes objects as plain dicts (the JSON the API server sent), for the read-only modules.
+
+``ObjectLister.list(kind, namespaces)`` pages through a LIST of one kind, in every namespace or
+in the given ones, and returns the items with ``kind`` filled in (list responses leave it out),
+so they can be walked like manifests. Errors become :class:`ClusterReadError` with the API
+server's message. No Ansible import.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+
+try:
+    import urllib3
+    from kubernetes import client as k8s_client
+    from kubernetes.client.exceptions import ApiException
+except ImportError:
+    HAS_KUBERNETES = False
+    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+    urllib3 = None
+    k8s_client = None
+
+    class ApiException(Exception):  # placeholder so except clauses stay valid
+        pass
+
+else:
+    HAS_KUBERNETES = True
+    KUBERNETES_IMPORT_ERROR = None
+
+
+__all__ = ["ClusterReadError", "LISTABLE_KINDS", "ObjectLister"]
+
+PAGE_SIZE = 500
+REQUEST_TIMEOUT = 30
+
+# kind -> (API group class name, apiVersion, method stem, namespaced)
+_KINDS = {
+    "Node": ("CoreV1Api", "v1", "node", False),
+    "ResourceQuota": ("CoreV1Api", "v1", "resource_quota", True),
+    "Pod": ("CoreV1Api", "v1", "pod", True),
+    "PodTemplate": ("CoreV1Api", "v1", "pod_template", True),
+    "ReplicationController": ("CoreV1Api", "v1", "replication_controller", True),
+    "Deployment": ("AppsV1Api", "apps/v1", "deployment", True),
+    "StatefulSet": ("AppsV1Api", "apps/v1", "stateful_set", True),
+    "DaemonSet": ("AppsV1Api", "apps/v1", "daemon_set", True),
+    "ReplicaSet": ("AppsV1Api", "apps/v1", "replica_set", True),
+    "Job": ("BatchV1Api", "batch/v1", "job", True),
+    "CronJob": ("BatchV1Api", "batch/v1", "cron_job", True),
+}
+LISTABLE_KINDS = tuple(sorted(_KINDS))
+
+
+class ClusterReadError(Exception):
+    """A LIST the API server refused or could not answer."""
+
+
+def _message(exc):
+    message = exc.reason or "error"
+    body = exc.body
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if body:
+        try:
+            message = json.loads(body).get("message") or message
+        except (ValueError, AttributeError):
+            message = body.strip()[:500] or message
+    return "HTTP %s: %s" % (exc.status, message)
+
+
+class ObjectLister:
+    """LIST calls on a ``kubernetes.client.ApiClient``, decoded from JSON without a model round trip."""
+
+    def __init__(self, api_client, request_timeout=REQUEST_TIMEOUT):
+        if not HAS_KUBERNETES:
+            raise ClusterReadError("the kubernetes Python library is required")
+        self._api_client = api_client
+        self._apis = {}
+        self._timeout = request_timeout
+
+    def _api(self, name):
+        if name not in self._apis:
+            self._apis[name] = getattr(k8s_client, name)(self._api_client)
+        return self._apis[name]
+
+    def _page(self, method, kind, *args, **kwargs):
+        kwargs["_preload_content"] = False
+        kwargs["_request_timeout"] = self._timeout
+        try:
+            response = method(*args, **kwargs)
+            try:
+                data = response.data
+            finally:
+                response.release_conn()
+        except ApiException as exc:
+            raise ClusterReadError("cannot list %s: %s" % (kind, _message(exc))) from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ClusterReadError("cannot list %s: cannot reach the API server: %s" % (kind, exc)) from None
+        try:
+            return json.loads(data)
+        except ValueError as exc:
+            raise ClusterReadError("cannot list %s: the API server sent a response that is not JSON: %s" % (kind, exc)) from None
+
+    def _pages(self, method, kind, *args):
+        items = []
+        token = None
+        while True:
+            kwargs = {"limit": PAGE_SIZE}
+            if token:
+                kwargs["_continue"] = token
+            page = self._page(method, kind, *args, **kwargs)
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    def list(self, kind, namespaces=None):
+        """Every object of ``kind`` (in ``namespaces`` when given and the kind is namespaced), sorted by namespace and name."""
+        if kind not in _KINDS:
+            raise ClusterReadError("cannot list %s: not one of %s" % (kind, ", ".join(LISTABLE_KINDS)))
+        api_name, api_version, stem, namespaced = _KINDS[kind]
+        api = self._api(api_name)
+        if not namespaced:
+            items = self._pages(getattr(api, "list_%s" % stem), kind)
+        elif namespaces:
+            items = []
+            for namespace in namespaces:
+                items.extend(self._pages(getattr(api, "list_namespaced_%s" % stem), kind, namespace))
+        else:
+            items = self._pages(getattr(api, "list_%s_for_all_namespaces" % stem), kind)
+        for item in items:
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind)
+        return sorted(items, key=lambda item: ((item.get("metadata") or {}).get("namespace") or "", (item.get("metadata") or {}).get("name") or ""))

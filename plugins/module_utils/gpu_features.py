@@ -1,0 +1,261 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The node labels gpu-feature-discovery (GFD) would put on a simulated GPU node.
+
+Computed from one inventory node, what it advertises (``node_gpu_resources``) and its
+device-plugin config, following NVIDIA/k8s-device-plugin v0.20.0 ``internal/lm``:
+
+* ``resource.go`` ``baseLabeler``: ``nvidia.com/gpu.{product,count,replicas,sharing-strategy}``;
+  ``product`` gets ``-SHARED`` when the resource is replicated (replicas > 1) and not renamed
+  (``rename`` or ``renameByDefault``); ``sharing-strategy`` is ``none`` unless replicated.
+  ``gpu.memory`` is the device's total memory in MiB.
+* ``mig-strategy.go`` ``newGPULabelers``: MIG-enabled GPUs are labelled *without sharing*
+  (a nil config), so ``gpu.replicas`` is ``0`` and ``gpu.sharing-strategy`` ``none`` on a MIG
+  node; ``gpu.count`` counts every physical GPU of the product.
+* ``mig-strategy.go`` ``newMigLabeler``: ``nvidia.com/mig.strategy`` only when the strategy is not
+  ``none``; for ``mixed`` one label set per profile ``nvidia.com/mig-<profile>.{count,replicas,
+  sharing-strategy,product,memory}`` (product ``<model>-MIG-<profile>``).
+* ``nvidia.com/mig.capable``: whether the product can be partitioned at all.
+
+Architecture, driver and CUDA labels are not simulated. Pure Python, no Ansible import.
+"""
+
+from __future__ import annotations
+
+import re
+
+try:
+    from . import device_plugin as _dp
+    from . import mig as _mig
+except ImportError:  # loaded as plain modules, next to each other
+    import device_plugin as _dp  # type: ignore[no-redef]
+    import mig as _mig  # type: ignore[no-redef]
+
+
+__all__ = [
+    "FeatureError",
+    "MANAGED_LABELS",
+    "feature_labels",
+    "gpu_memory_mib",
+    "is_managed_label",
+    "label_patch",
+    "memory_products",
+]
+
+GPU = "nvidia.com/gpu."
+MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
+SHARED_SUFFIX = "-SHARED"
+MIXED = "mixed"
+
+# Total framebuffer memory in MiB, per product, as NVML reports it (nvidia-smi --query-gpu=memory.total);
+# GFD copies that number into nvidia.com/gpu.memory. Values as nvidia-smi prints them on each board
+# (H100 and H200 report slightly less than their marketing size), taken from the project's issue 5
+# ("Beyond the lab"); the products are the ones of the MIG geometry table in mig.py.
+_MEMORY_MIB = {
+    "A100-SXM4-40GB": 40960,
+    "A100-SXM4-80GB": 81920,
+    "H100-80GB": 81559,
+    "H200-141GB": 143771,
+    "A30-24GB": 24576,
+}
+
+_GPU_SUFFIXES = ("count", "product", "replicas", "sharing-strategy", "memory")
+MANAGED_LABELS = tuple(GPU + suffix for suffix in _GPU_SUFFIXES) + (MIG_STRATEGY_LABEL, MIG_CAPABLE_LABEL)
+_MIG_LABEL_RE = re.compile(r"^nvidia\.com/mig-[0-9]+g\.[0-9]+gb(\.me)?\.(count|replicas|sharing-strategy|product|memory)$")
+_LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+
+
+class FeatureError(ValueError):
+    """Labels that cannot be computed. ``str(error)`` is ``"<path>: <problem>. Fix: <fix>"``."""
+
+    def __init__(self, path, problem, fix):
+        self.path = path
+        self.problem = problem
+        self.fix = fix
+        self.message = "%s: %s. Fix: %s" % (path, problem, fix)
+        super().__init__(self.message)
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def memory_products():
+    """Products whose memory size is known (canonical names, without ``NVIDIA-``)."""
+    return sorted(_MEMORY_MIB)
+
+
+def _canonical(product, where):
+    """Canonical product name (the MIG table's normalisation), or FeatureError naming the known products."""
+    fix = "use one of %s (the NVIDIA- prefix is optional), e.g. NVIDIA-A100-SXM4-80GB" % ", ".join(memory_products())
+    if not isinstance(product, str) or not product.strip():
+        raise FeatureError(where, "must be a GPU product name, got %r" % (product,), fix)
+    try:
+        name = _mig.canonical_product(product)
+    except _mig.MigError:
+        raise FeatureError(where, "no memory size known for product %r" % (product,), fix) from None
+    if name not in _MEMORY_MIB:  # pragma: no cover - both tables list the same products
+        raise FeatureError(where, "no memory size known for product %r" % (product,), fix)
+    return name
+
+
+def gpu_memory_mib(product, where="product"):
+    """Total memory of one GPU of ``product`` in MiB (the ``nvidia.com/gpu.memory`` label)."""
+    return _MEMORY_MIB[_canonical(product, where)]
+
+
+def _label_value(value, where):
+    if len(value) > 63 or not _LABEL_VALUE_RE.match(value):
+        raise FeatureError(
+            where,
+            "%r is not a valid label value (at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)" % value,
+            "write the product as gpu-feature-discovery does, spaces replaced by '-', e.g. NVIDIA-A100-SXM4-80GB",
+        )
+    return value
+
+
+def _profile_of(resource):
+    """``nvidia.com/mig-1g.10gb`` -> ``1g.10gb``; ``nvidia.com/mig-1g.10gb.me`` -> ``1g.10gb+me``."""
+    profile = resource[len(_mig.RESOURCE_PREFIX):]
+    return profile[: -len(".me")] + "+me" if profile.endswith(".me") else profile
+
+
+def _replicated_gpu(config):
+    """``(strategy, replicas, renamed)`` of ``nvidia.com/gpu`` under ``config`` (validated)."""
+    strategy, resources = _dp.sharing_of(config)
+    if strategy == _dp.STRATEGY_NONE:
+        return _dp.STRATEGY_NONE, 1, False
+    key = "timeSlicing" if strategy == _dp.STRATEGY_TIME_SLICING else "mps"
+    rename_by_default = _dp.validate_config(config)["sharing"][key].get("renameByDefault", False)
+    for resource in resources:
+        if resource["name"] == _dp.DEFAULT_RESOURCE:
+            renamed = _dp.advertised_name(resource, rename_by_default) != resource["name"]
+            return strategy, resource["replicas"], renamed
+    return _dp.STRATEGY_NONE, 1, False
+
+
+def _check_node(node):
+    if not isinstance(node, dict):
+        raise FeatureError("node", "must be a mapping with name and gpus", "write e.g. {name: lab-node-0, gpus: 2, config: default}")
+    # The node's keys, config and MIG layout are validated by node_gpu_resources (gpushare filters).
+    where = str(node.get("name") or "node")
+    gpus = node.get("gpus")
+    if not _is_int(gpus) or gpus < 0:
+        raise FeatureError("%s.gpus" % where, "must be a non-negative integer, got %r" % (gpus,), "give the node's physical GPU count, e.g. gpus: 2")
+    return where, gpus
+
+
+def check_product(node, where=None):
+    """Validate a node's optional ``product``: a known product and, on a MIG node, the same as ``mig.product``."""
+    where = where or str(node.get("name") or "node")
+    product = node.get("product")
+    if product is None:
+        return None
+    if isinstance(product, str):
+        _label_value(product, "%s.product" % where)
+    canonical = _canonical(product, "%s.product" % where)
+    mig = node.get("mig")
+    if isinstance(mig, dict) and mig.get("product") is not None:
+        try:
+            mig_canonical = _mig.canonical_product(mig["product"])
+        except _mig.MigError:
+            mig_canonical = None
+        if mig_canonical != canonical:
+            raise FeatureError(
+                "%s.product" % where,
+                "%r differs from mig.product %r (a MIG node's GPUs are the product it partitions)" % (product, mig["product"]),
+                "drop product on a MIG node, or make it the same as mig.product",
+            )
+    return str(product)
+
+
+def feature_labels(node, advertised, config=None, default_product=None):
+    """The GFD labels of one node, as ``{label: value}`` (values are strings).
+
+    ``node`` is an inventory entry ``{name, gpus, config?|mig?, product?}``; ``advertised`` what it
+    advertises (``{resource: count}``, from ``node_gpu_resources``); ``config`` its device-plugin
+    config (a mapping; ``None`` for the plugin's defaults); ``default_product`` the product of a
+    non-MIG node that names none. A MIG node's product is ``mig.product``, kept verbatim.
+    A node with no GPU gets no label.
+    """
+    where, gpus = _check_node(node)
+    check_product(node, where)
+    if not isinstance(advertised, dict):
+        raise FeatureError("%s: advertised" % where, "must be a mapping of resource name to count", "pass what node_gpu_resources returns for the node")
+    if gpus == 0:
+        return {}
+    mig = node.get("mig")
+    labels = {}
+    if mig is not None:
+        if not isinstance(mig, dict) or not mig.get("product"):
+            raise FeatureError("%s.mig.product" % where, "missing", "add the GPU product, e.g. product: NVIDIA-A100-SXM4-80GB")
+        product = _label_value(str(mig["product"]), "%s.mig.product" % where)
+        memory = gpu_memory_mib(product, "%s.mig.product" % where)
+        # MIG-enabled GPUs are labelled without sharing: replicas 0, strategy none (newGPULabelers).
+        labels.update({GPU + "product": product, GPU + "count": gpus, GPU + "replicas": 0, GPU + "sharing-strategy": _dp.STRATEGY_NONE})
+        labels[GPU + "memory"] = memory
+        labels[MIG_STRATEGY_LABEL] = MIXED
+        table = _mig.profiles(product)
+        for resource in sorted(advertised):
+            count = advertised[resource]
+            if not resource.startswith(_mig.RESOURCE_PREFIX) or not _is_int(count) or count <= 0:
+                continue
+            profile = _profile_of(resource)
+            labels[resource + ".count"] = count
+            labels[resource + ".replicas"] = 1
+            labels[resource + ".sharing-strategy"] = _dp.STRATEGY_NONE
+            labels[resource + ".product"] = _label_value("%s-MIG-%s" % (product, profile.replace("+", "")), "%s.mig.profile" % where)
+            memory_mib = table.get(profile, {}).get("memory_mib")
+            if memory_mib is not None:
+                labels[resource + ".memory"] = memory_mib
+    else:
+        product = node.get("product") or default_product
+        if product is None or product == "":
+            raise FeatureError(
+                "%s.product" % where,
+                "missing: a node without mig needs a GPU product for nvidia.com/gpu.product and nvidia.com/gpu.memory",
+                "set product on the node or a lab-wide default product, e.g. NVIDIA-A100-SXM4-80GB",
+            )
+        product = _label_value(str(product), "%s.product" % where)
+        memory = gpu_memory_mib(product, "%s.product" % where)
+        try:
+            normalised = _dp.validate_config(config if config is not None else {"version": "v1"}, name=node.get("config"))
+            strategy, replicas, renamed = _replicated_gpu(normalised)
+        except _dp.ConfigError as exc:
+            raise FeatureError("%s: config %s: %s" % (where, node.get("config"), exc.path), exc.problem, exc.fix) from None
+        shared = replicas > 1
+        name = product + SHARED_SUFFIX if shared and not renamed else product
+        labels[GPU + "product"] = _label_value(name, "%s.product" % where)
+        labels[GPU + "count"] = gpus
+        labels[GPU + "replicas"] = replicas
+        labels[GPU + "sharing-strategy"] = strategy if shared else _dp.STRATEGY_NONE
+        labels[GPU + "memory"] = memory
+        mig_strategy = normalised.get("flags", {}).get("migStrategy", "none")
+        if mig_strategy != "none":
+            labels[MIG_STRATEGY_LABEL] = mig_strategy
+    labels[MIG_CAPABLE_LABEL] = "true" if _mig.canonical_product(product) in _mig.products() else "false"
+    return {key: str(value) for key, value in sorted(labels.items())}
+
+
+def is_managed_label(key):
+    """Whether ``key`` is one of the GFD labels this model sets (and so may remove when stale)."""
+    return key in MANAGED_LABELS or bool(_MIG_LABEL_RE.match(key))
+
+
+def label_patch(desired, current=None):
+    """The label part of a merge patch: ``desired``, plus ``None`` for every managed label in ``current`` not desired.
+
+    Labels this model does not manage are never touched.
+    """
+    if not isinstance(desired, dict):
+        raise FeatureError("labels", "must be a mapping of label to value", "pass what feature_labels returns")
+    if current is not None and not isinstance(current, dict):
+        raise FeatureError("current", "must be the node's labels (a mapping), got %s" % type(current).__name__, "pass node.metadata.labels")
+    patch = dict(desired)
+    for key in sorted(current or {}):
+        if key not in desired and is_managed_label(key):
+            patch[key] = None
+    return patch

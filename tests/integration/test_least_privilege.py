@@ -1,0 +1,473 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Least privilege, on a cluster of its own (cluster-admin only creates the cluster and the RBAC).
+
+- The whole lab runs green as ServiceAccount gpushare-system/gpushare-lab, bound only to the
+  RBAC of role gpushare.k8s.rbac (playbooks/rbac.yml).
+- Each rule of that RBAC is needed: for every rule (and every patch verb that shares a rule
+  with get), a ServiceAccount bound to the RBAC minus that rule runs the lab up to the step
+  that needs it, which fails naming the forbidden verb and resource.
+- The opt-in team ServiceAccount can run Pods in team-a and nothing else (real API calls).
+- Tokens never reach the output (-vvv included) and the files holding them are 0600.
+"""
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import os
+import re
+import stat
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import NamedTuple, Optional
+
+import pytest
+import yaml
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from conftest import REPO, VENV_BIN, subprocess_env
+from lab_helpers import unique, wait_for
+
+CLUSTER = "gpushare-it-lp"
+ADMIN_KUBECONFIG = Path.home() / ".kwok" / "clusters" / CLUSTER / "kubeconfig.yaml"
+KWOKCTL_CONFIG = Path.home() / ".kwok" / f"{CLUSTER}.kwokctl.yaml"
+SA_NAMESPACE, SA, TEAM_SA = "gpushare-system", "gpushare-lab", "gpushare-team"
+LAB_NS, TEAM_NS = "gpu-share", "team-a"
+CONFIGMAP, QUOTA, GUARD = "device-plugin-configs", "gpu-quota", "gpushare-time-slicing-guard"
+RBAC_GROUP = "rbac.authorization.k8s.io"
+WORKERS = 4
+
+
+def tail(proc, size=4000) -> str:
+    return proc.stdout[-size:] + proc.stderr[-size:]
+
+
+def normalised(text: str) -> str:
+    """Output with JSON escaping undone and YAML line folding joined, for message matching."""
+    return re.sub(r"\s+", " ", re.sub(r'\\+"', '"', text))
+
+
+def ansible(args, timeout=900):
+    """ansible-playbook from the checkout (not through run_playbook: called from worker threads)."""
+    return subprocess.run([str(VENV_BIN / "ansible-playbook"), *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, env=subprocess_env(), check=False)
+
+
+def write_private(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(handle, "w") as stream:
+        stream.write(text)
+    return path
+
+
+def token_of(kubeconfig: Path) -> str:
+    return yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]["token"]
+
+
+def admin_client():
+    return config.new_client_from_config(config_file=str(ADMIN_KUBECONFIG))
+
+
+def clean(obj: dict) -> dict:
+    """An object read from the API, ready to be created again."""
+    obj = copy.deepcopy(obj)
+    obj.pop("status", None)
+    meta = obj.get("metadata", {})
+    for key in ("resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"):
+        meta.pop(key, None)
+    return obj
+
+
+@pytest.fixture(scope="module")
+def lp(run_playbook, tmp_path_factory):
+    """Own cluster; RBAC (and the team ServiceAccount) applied by cluster-admin through playbooks/rbac.yml."""
+    up = run_playbook("playbooks/cluster.yml", extra_vars={"gpushare_cluster_name": CLUSTER})
+    assert up.returncode == 0, tail(up)
+    work = tmp_path_factory.mktemp("least-privilege")
+    rbac_vars = {
+        "gpushare_kubeconfig": str(ADMIN_KUBECONFIG),
+        "rbac_manifest_path": str(work / "rbac.yaml"),
+        "rbac_kubeconfig_path": str(work / "creds" / f"{SA}.kubeconfig"),
+        "rbac_team_access": True,
+        "rbac_team_kubeconfig_path": str(work / "creds" / f"{TEAM_SA}.kubeconfig"),
+    }
+    proc = run_playbook("playbooks/rbac.yml", extra_vars=rbac_vars)
+    assert proc.returncode == 0, tail(proc)
+    api = admin_client()
+    yield {
+        "work": work,
+        "rbac_vars": rbac_vars,
+        "manifest": [doc for doc in yaml.safe_load_all((work / "rbac.yaml").read_text()) if doc],
+        "sa_kubeconfig": Path(rbac_vars["rbac_kubeconfig_path"]),
+        "team_kubeconfig": Path(rbac_vars["rbac_team_kubeconfig_path"]),
+        "core": client.CoreV1Api(api),
+    }
+    run_playbook("playbooks/cluster.yml", extra_vars={"gpushare_cluster_name": CLUSTER, "lab_cluster_state": "absent"})
+
+
+@pytest.fixture(scope="module")
+def lab_as_sa(lp):
+    """The whole lab, run as the ServiceAccount (its kubeconfig holds nothing else)."""
+    root = lp["work"] / "root"
+    started = time.monotonic()
+    proc = ansible(["playbooks/lab.yml", "-e", json.dumps({"gpushare_kubeconfig": str(lp["sa_kubeconfig"]), "gpushare_lab_root": str(root)})])
+    return {"proc": proc, "root": root, "seconds": time.monotonic() - started}
+
+
+# --------------------------------------------------------------------------- the whole lab
+
+
+@pytest.mark.slow
+def test_whole_lab_runs_green_as_the_service_account(lp, lab_as_sa):
+    proc = lab_as_sa["proc"]
+    assert proc.returncode == 0, tail(proc)
+    assert 'forbidden: User "system:serviceaccount' not in normalised(proc.stdout + proc.stderr)
+    root = lab_as_sa["root"]
+    for name in ("k8s/device-plugin-configs.yaml", "k8s/mig-job.yaml", "out/quota-denied.txt", "out/isolation.txt", "out/placement.txt"):
+        assert (root / name).is_file(), name
+    assert "exceeded quota: gpu-quota" in (root / "out/quota-denied.txt").read_text()
+    node = lp["core"].read_node("lab-node-1")
+    assert node.status.allocatable["nvidia.com/gpu"] == "8"
+    assert node.metadata.labels["nvidia.com/device-plugin.config"] == "shared"
+
+
+@pytest.mark.usefixtures("lab_as_sa")
+def test_the_kubeconfig_is_the_service_account_and_nothing_more(lp):
+    sa_api = config.new_client_from_config(config_file=str(lp["sa_kubeconfig"]))
+    review = client.AuthenticationV1Api(sa_api).create_self_subject_review({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+    assert review.status.user_info.username == f"system:serviceaccount:{SA_NAMESPACE}:{SA}"
+    core = client.CoreV1Api(sa_api)
+    attempts = {
+        "list secrets (its own token included)": lambda: core.list_namespaced_secret(SA_NAMESPACE),
+        "create a namespace": lambda: core.create_namespace({"metadata": {"name": unique("lp-ns")}}),
+        "delete a node": lambda: core.delete_node("lab-node-0"),
+        "read another ConfigMap of gpu-share": lambda: core.read_namespaced_config_map("kube-root-ca.crt", LAB_NS),
+        "read the kube-system namespace": lambda: core.read_namespace("kube-system"),
+        "create a Pod in default": lambda: core.create_namespaced_pod("default", pod_body(unique("lp-pod"))),
+    }
+    for what, attempt in attempts.items():
+        with pytest.raises(ApiException) as caught:
+            attempt()
+        assert caught.value.status == 403, f"the lab's ServiceAccount could {what}"
+
+
+# --------------------------------------------------------------------------- the team ServiceAccount
+
+
+def pod_body(name, gpus=0, node_selector=None):
+    resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
+    spec = {"containers": [{"name": "main", "image": "pause:3.10", "resources": resources}]}
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def forbidden(attempt) -> str:
+    with pytest.raises(ApiException) as caught:
+        attempt()
+    assert caught.value.status == 403, caught.value
+    return json.loads(caught.value.body)["message"]
+
+
+@pytest.mark.usefixtures("lab_as_sa")
+def test_team_service_account_runs_pods_in_its_namespace_only(lp):
+    team_api = config.new_client_from_config(config_file=str(lp["team_kubeconfig"]))
+    core = client.CoreV1Api(team_api)
+    user = f"system:serviceaccount:{TEAM_NS}:{TEAM_SA}"
+
+    name = unique("team-user")
+    created = core.create_namespaced_pod(TEAM_NS, pod_body(name))
+    assert created.metadata.name == name
+    assert name in [p.metadata.name for p in core.list_namespaced_pod(TEAM_NS).items]
+    quota = core.read_namespaced_resource_quota(QUOTA, TEAM_NS)  # it may read its quota ...
+    assert quota.spec.hard["requests.nvidia.com/gpu"] == "2"
+    core.delete_namespaced_pod(name, TEAM_NS, grace_period_seconds=0)
+
+    # ... and nothing else.
+    message = forbidden(lambda: core.create_namespaced_pod(LAB_NS, pod_body(unique("team-user"))))
+    assert f'User "{user}" cannot create resource "pods"' in message and f'in the namespace "{LAB_NS}"' in message
+    assert 'cannot list resource "pods"' in forbidden(lambda: core.list_namespaced_pod(LAB_NS))
+    assert 'cannot get resource "configmaps"' in forbidden(lambda: core.read_namespaced_config_map(CONFIGMAP, LAB_NS))
+    raise_quota = {"spec": {"hard": {"requests.nvidia.com/gpu": "100"}}}
+    assert 'cannot patch resource "resourcequotas"' in forbidden(lambda: core.patch_namespaced_resource_quota(QUOTA, TEAM_NS, raise_quota))
+    assert 'cannot delete resource "resourcequotas"' in forbidden(lambda: core.delete_namespaced_resource_quota(QUOTA, TEAM_NS))
+    assert 'cannot patch resource "nodes"' in forbidden(lambda: core.patch_node("lab-node-0", {"metadata": {"labels": {"team": "a"}}}))
+    gpus = {"status": {"capacity": {"nvidia.com/gpu": "64"}, "allocatable": {"nvidia.com/gpu": "64"}}}
+    assert 'cannot patch resource "nodes/status"' in forbidden(lambda: core.patch_node_status("lab-node-1", gpus))
+    assert 'cannot list resource "nodes"' in forbidden(core.list_node)
+    grant = {"metadata": {"name": "more"}, "rules": [{"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["patch"]}]}
+    assert 'cannot create resource "roles"' in forbidden(lambda: client.RbacAuthorizationV1Api(team_api).create_namespaced_role(TEAM_NS, grant))
+    assert lp["core"].read_namespaced_resource_quota(QUOTA, TEAM_NS).spec.hard["requests.nvidia.com/gpu"] == "2"
+
+
+# --------------------------------------------------------------------------- secrets
+
+
+VERBOSE = ("api_key", "lab_step_1", "rbac_role")
+
+
+def verbose_args(lp) -> dict:
+    """-vvv runs: node_resources and k8s_info with api_key, the lab's first step with the ServiceAccount's
+    kubeconfig, and the RBAC role itself (which reads the token Secrets), with --diff."""
+    work = lp["work"]
+    cluster = yaml.safe_load(lp["sa_kubeconfig"].read_text())["clusters"][0]["cluster"]
+    ca_file = work / "ca.crt"
+    ca_file.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+    auth_vars = write_private(work / "auth-vars.json", json.dumps(
+        {"it_host": cluster["server"], "it_token": token_of(lp["sa_kubeconfig"]), "it_ca_cert": str(ca_file)}))
+    lab_vars = {"gpushare_kubeconfig": str(lp["sa_kubeconfig"]), "gpushare_lab_root": str(work / "root-vvv")}
+    return {
+        "api_key": ["tests/integration/playbooks/secret_hygiene.yml", "-vvv", "-e", f"@{auth_vars}"],
+        "lab_step_1": ["playbooks/lab.yml", "-vvv", "--tags", "step1", "-e", json.dumps(lab_vars)],
+        "rbac_role": ["playbooks/rbac.yml", "-vvv", "--diff", "-e", json.dumps(lp["rbac_vars"])],
+    }
+
+
+@pytest.mark.parametrize("run", VERBOSE)
+def test_tokens_never_reach_the_output(lp, runs, run):
+    proc = runs["verbose", run]["proc"]
+    assert proc.returncode == 0, tail(proc)
+    output = proc.stdout + proc.stderr
+    assert "<localhost> EXEC" in output or "ESTABLISH LOCAL CONNECTION" in output  # really -vvv
+    for kubeconfig in (lp["sa_kubeconfig"], lp["team_kubeconfig"]):
+        token = token_of(kubeconfig)
+        assert len(token) > 100
+        for form in (token, base64.b64encode(token.encode()).decode()):
+            assert form not in output, f"{run}: a token of {kubeconfig.name} is in the output"
+            assert form[10:50] not in output, f"{run}: part of a token of {kubeconfig.name} is in the output"
+
+
+def test_files_holding_credentials_are_private(lp):
+    for kubeconfig in (lp["sa_kubeconfig"], lp["team_kubeconfig"]):
+        assert stat.S_IMODE(kubeconfig.stat().st_mode) == 0o600, kubeconfig
+        assert stat.S_IMODE(kubeconfig.parent.stat().st_mode) == 0o700, kubeconfig.parent
+    assert stat.S_IMODE(KWOKCTL_CONFIG.stat().st_mode) == 0o600, KWOKCTL_CONFIG
+    manifest = (lp["work"] / "rbac.yaml").read_text()
+    assert token_of(lp["sa_kubeconfig"]) not in manifest and "token:" not in manifest
+
+
+# --------------------------------------------------------------------------- every rule is needed
+
+
+class Case(NamedTuple):
+    """Remove one rule (or one verb of it) and run the lab up to the step that needs it."""
+
+    id: str
+    namespace: Optional[str]  # None: the ClusterRole; else the Role in that namespace
+    resources: tuple
+    verbs: tuple  # the rule, as rendered
+    tags: str
+    failing: tuple  # (verb, resource, API group) of the call that must be forbidden
+    drop: Optional[str] = None  # a verb to drop, instead of the whole rule
+    prepare: Optional[str] = None  # state the case needs (sequential cases)
+    extra: tuple = ()
+    scope: Optional[str] = None  # where the API server says the call was refused, when not the rule's own scope
+
+
+CORE, APPS, BATCH, ADMISSION = "", "apps", "batch", "admissionregistration.k8s.io"
+VAP = ("validatingadmissionpolicies", "validatingadmissionpolicybindings")
+WORKLOADS_CORE = ("pods", "podtemplates", "replicationcontrollers")
+CASES = [
+    # ClusterRole
+    Case("nodes-get", None, ("nodes",), ("get", "patch"), "gpu_feature_labels", ("get", "nodes", CORE)),
+    Case("nodes-patch", None, ("nodes",), ("get", "patch"), "gpu_feature_labels", ("patch", "nodes", CORE), drop="patch"),
+    # the preflight (tagged always) lists the nodes first
+    Case("nodes-list", None, ("nodes",), ("list",), "always", ("list", "nodes", CORE)),
+    # a namespace's own namespace is itself, for authorization
+    Case("namespaces-get", None, ("namespaces",), ("get", "patch"), "step1", ("get", "namespaces", CORE), scope=LAB_NS),
+    Case("namespaces-patch", None, ("namespaces",), ("get", "patch"), "step1", ("patch", "namespaces", CORE), drop="patch", scope=LAB_NS),
+    Case("workloads-core-list", None, WORKLOADS_CORE, ("list",), "mig_migration_report", ("list", "pods", CORE)),
+    Case("workloads-apps-list", None, ("daemonsets", "deployments", "replicasets", "statefulsets"), ("list",),
+         "mig_migration_report", ("list", "daemonsets", APPS)),
+    Case("workloads-batch-list", None, ("cronjobs", "jobs"), ("list",), "mig_migration_report", ("list", "cronjobs", BATCH)),
+    Case("resourcequotas-list", None, ("resourcequotas",), ("list",), "quota_coverage", ("list", "resourcequotas", CORE)),
+    Case("guard-get", None, VAP, ("get", "patch"), "admission_guard", ("get", VAP[0], ADMISSION)),
+    Case("guard-patch", None, VAP, ("get", "patch"), "admission_guard", ("patch", VAP[0], ADMISSION), drop="patch"),
+    # Role in gpu-share
+    Case("configmaps-get", LAB_NS, ("configmaps",), ("get", "patch"), "step1", ("get", "configmaps", CORE)),
+    Case("configmaps-patch", LAB_NS, ("configmaps",), ("get", "patch"), "step1", ("patch", "configmaps", CORE), drop="patch"),
+    Case("lab-pods-get", LAB_NS, ("pods",), ("get", "create", "patch"), "step4", ("get", "pods", CORE)),
+    Case("lab-pods-patch", LAB_NS, ("pods",), ("get", "create", "patch"), "step4", ("patch", "pods", CORE), drop="patch"),
+    # the guard's dry-run probe Pod is created in gpu-share on every run
+    Case("lab-pods-create", LAB_NS, ("pods",), ("get", "create", "patch"), "admission_guard", ("create", "pods", CORE),
+         drop="create", extra=("-e", "admission_guard_timeout=3")),
+    # Role in team-a
+    Case("team-pods-get", TEAM_NS, ("pods",), ("get", "create", "patch"), "step5", ("get", "pods", CORE)),
+    Case("team-pods-patch", TEAM_NS, ("pods",), ("get", "create", "patch"), "step5", ("patch", "pods", CORE), drop="patch"),
+    # team-over is created (and refused by the quota) on every run
+    Case("team-pods-create", TEAM_NS, ("pods",), ("get", "create", "patch"), "step5", ("create", "pods", CORE), drop="create"),
+    Case("resourcequotas-get", TEAM_NS, ("resourcequotas",), ("get", "patch"), "step5", ("get", "resourcequotas", CORE)),
+    Case("resourcequotas-patch", TEAM_NS, ("resourcequotas",), ("get", "patch"), "step5", ("patch", "resourcequotas", CORE), drop="patch"),
+    # Sequential: each needs the object it creates (or the status it writes) to be absent first.
+    Case("nodes-status-patch", None, ("nodes/status",), ("patch",), "step2", ("patch", "nodes/status", CORE), prepare="node-status"),
+    Case("configmaps-create", LAB_NS, ("configmaps",), ("create",), "step1", ("create", "configmaps", CORE), prepare="configmap"),
+    Case("resourcequotas-create", TEAM_NS, ("resourcequotas",), ("create",), "step5", ("create", "resourcequotas", CORE), prepare="quota"),
+    Case("guard-create", None, VAP, ("create",), "admission_guard", ("create", VAP[0], ADMISSION), prepare="guard"),
+]
+
+
+def rule_matches(rule, case):
+    return sorted(rule.get("resources", [])) == sorted(case.resources) and sorted(rule["verbs"]) == sorted(case.verbs)
+
+
+def find_role(manifest, namespace):
+    kind = "Role" if namespace else "ClusterRole"
+    for doc in manifest:
+        if doc["kind"] == kind and doc["metadata"]["name"] == SA and doc["metadata"].get("namespace") == namespace:
+            return doc
+    raise AssertionError(f"no {kind} {SA} {namespace or ''} in the rendered RBAC")
+
+
+def test_every_rule_and_verb_has_a_removal_case(lp):
+    """Each verb of each rule must be shown to be needed: a grant added without a case here fails."""
+    proved = {}
+    for case in CASES:
+        rules = [r for r in find_role(lp["manifest"], case.namespace)["rules"] if rule_matches(r, case)]
+        assert len(rules) == 1, f"{case.id}: rule {case.resources} {case.verbs} is not (or not once) in the rendered RBAC"
+        proved.setdefault((case.namespace, tuple(sorted(case.resources)), tuple(sorted(case.verbs))), set()).add(case.failing[0])
+    for doc in lp["manifest"]:
+        if doc["kind"] in ("ClusterRole", "Role") and doc["metadata"]["name"] == SA:
+            for rule in doc["rules"]:
+                key = (doc["metadata"].get("namespace"), tuple(sorted(rule["resources"])), tuple(sorted(rule["verbs"])))
+                assert proved.get(key) == set(rule["verbs"]), f"no removal case proves {sorted(set(rule['verbs']) - proved.get(key, set()))} of {key}"
+
+
+def case_account(api, case, index, lp) -> tuple:
+    """A ServiceAccount bound to the lab's RBAC minus the case's rule; returns (name, kubeconfig path)."""
+    name = f"lp-{index:02d}-{case.id}"[:63]
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    manifest = lp["manifest"]
+    labels = {"gpushare.k8s/test": "least-privilege"}
+    core.create_namespaced_service_account(SA_NAMESPACE, {"metadata": {"name": name, "labels": labels}})
+    core.create_namespaced_secret(SA_NAMESPACE, {"metadata": {"name": name, "labels": labels,
+                                                              "annotations": {"kubernetes.io/service-account.name": name}},
+                                                 "type": "kubernetes.io/service-account-token"})
+    subject = [{"kind": "ServiceAccount", "name": name, "namespace": SA_NAMESPACE}]
+    for doc in manifest:
+        if doc["kind"] not in ("ClusterRole", "Role") or doc["metadata"]["name"] != SA:
+            continue
+        namespace = doc["metadata"].get("namespace")
+        rules = copy.deepcopy(doc["rules"])
+        if namespace == case.namespace:
+            hits = [i for i, rule in enumerate(rules) if rule_matches(rule, case)]
+            assert len(hits) == 1, (case.id, rules)
+            if case.drop:
+                rules[hits[0]]["verbs"] = [v for v in rules[hits[0]]["verbs"] if v != case.drop]
+            else:
+                del rules[hits[0]]
+        role = {"metadata": {"name": name, "labels": labels}, "rules": rules}
+        ref = {"apiGroup": RBAC_GROUP, "kind": doc["kind"], "name": name}
+        binding = {"metadata": {"name": name, "labels": labels}, "roleRef": ref, "subjects": subject}
+        if namespace:
+            rbac.create_namespaced_role(namespace, role)
+            rbac.create_namespaced_role_binding(namespace, binding)
+        else:
+            rbac.create_cluster_role(role)
+            rbac.create_cluster_role_binding(binding)
+    secret = wait_for(lambda: (core.read_namespaced_secret(name, SA_NAMESPACE).data or {}).get("token"), timeout=60, what=f"token of {name}")
+    kubeconfig = yaml.safe_load(lp["sa_kubeconfig"].read_text())
+    kubeconfig["users"][0]["user"]["token"] = base64.b64decode(secret).decode()
+    return name, write_private(lp["work"] / "creds" / f"{name}.kubeconfig", yaml.safe_dump(kubeconfig))
+
+
+class Prepared:
+    """Make the state a sequential case needs (as cluster-admin), and put it back afterwards."""
+
+    def __init__(self, api, what):
+        self.api, self.what, self.saved = api, what, None
+
+    def __enter__(self):
+        core = client.CoreV1Api(self.api)
+        admission = client.AdmissionregistrationV1Api(self.api)
+        serialise = self.api.sanitize_for_serialization
+        if self.what == "configmap":
+            self.saved = clean(serialise(core.read_namespaced_config_map(CONFIGMAP, LAB_NS)))
+            core.delete_namespaced_config_map(CONFIGMAP, LAB_NS)
+        elif self.what == "quota":
+            self.saved = clean(serialise(core.read_namespaced_resource_quota(QUOTA, TEAM_NS)))
+            core.delete_namespaced_resource_quota(QUOTA, TEAM_NS)
+        elif self.what == "guard":
+            self.saved = (clean(serialise(admission.read_validating_admission_policy(GUARD))),
+                          clean(serialise(admission.read_validating_admission_policy_binding(GUARD))))
+            admission.delete_validating_admission_policy_binding(GUARD)
+            admission.delete_validating_admission_policy(GUARD)
+        elif self.what == "node-status":
+            status = core.read_node("lab-node-0").status
+            self.saved = {"capacity": {"nvidia.com/gpu": status.capacity["nvidia.com/gpu"]},
+                          "allocatable": {"nvidia.com/gpu": status.allocatable["nvidia.com/gpu"]}}
+            core.patch_node_status("lab-node-0", {"status": {"capacity": {"nvidia.com/gpu": None}, "allocatable": {"nvidia.com/gpu": None}}})
+        return self
+
+    def __exit__(self, *exc):
+        core = client.CoreV1Api(self.api)
+        admission = client.AdmissionregistrationV1Api(self.api)
+        if self.what == "configmap":
+            core.create_namespaced_config_map(LAB_NS, self.saved)
+        elif self.what == "quota":
+            core.create_namespaced_resource_quota(TEAM_NS, self.saved)
+        elif self.what == "guard":
+            admission.create_validating_admission_policy(self.saved[0])
+            admission.create_validating_admission_policy_binding(self.saved[1])
+        elif self.what == "node-status":
+            core.patch_node_status("lab-node-0", {"status": self.saved})
+        return False
+
+
+def run_case(index, case, lp):
+    api = admin_client()
+    started = time.monotonic()
+    name, kubeconfig = case_account(api, case, index, lp)
+    lab_vars = {"gpushare_kubeconfig": str(kubeconfig), "gpushare_lab_root": str(lp["work"] / "cases" / case.id)}
+    # Only the step: the preflight and the lab report (tagged always) would fail first on several rules.
+    skip = [] if case.tags == "always" else ["--skip-tags", "always"]
+    args = ["playbooks/lab.yml", "--tags", case.tags, *skip, "-e", json.dumps(lab_vars), *case.extra]
+    if case.prepare:
+        with Prepared(api, case.prepare):
+            proc = ansible(args)
+    else:
+        proc = ansible(args)
+    return {"proc": proc, "account": name, "seconds": time.monotonic() - started}
+
+
+def timed(function, *args):
+    started = time.monotonic()
+    return {"proc": function(*args), "seconds": time.monotonic() - started}
+
+
+@pytest.fixture(scope="module")
+def runs(request, lp, lab_as_sa):
+    """The requested -vvv runs and removal cases: the ones that leave the cluster as they found it
+    WORKERS at a time, then the ones that must remove an object first, one by one."""
+    assert lab_as_sa["proc"].returncode == 0, "the whole lab must run as the ServiceAccount first:\n" + tail(lab_as_sa["proc"])
+    requested = {(item.originalname, value.id if isinstance(value, Case) else value)
+                 for item in request.session.items if hasattr(item, "callspec") for value in item.callspec.params.values()}
+    verbose = verbose_args(lp)
+    indexed = [(index, case) for index, case in enumerate(CASES) if ("test_removing_one_rule_fails_naming_it", case.id) in requested]
+    results = {}
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        futures = {("verbose", name): pool.submit(timed, ansible, args) for name, args in verbose.items()
+                   if ("test_tokens_never_reach_the_output", name) in requested}
+        futures.update({("case", case.id): pool.submit(run_case, index, case, lp) for index, case in indexed if not case.prepare})
+        results.update({key: future.result() for key, future in futures.items()})
+    for index, case in indexed:
+        if case.prepare:
+            results["case", case.id] = run_case(index, case, lp)
+    return results
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_removing_one_rule_fails_naming_it(runs, case):
+    run = runs["case", case.id]
+    proc = run["proc"]
+    verb, resource, group = case.failing
+    namespace = case.scope or case.namespace
+    scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+    expected = (f'User "system:serviceaccount:{SA_NAMESPACE}:{run["account"]}" cannot {verb} resource "{resource}" '
+                f'in API group "{group}" {scope}')
+    assert proc.returncode != 0, f"the lab up to {case.tags} passed without {case.id}:\n" + tail(proc)
+    assert expected in normalised(proc.stdout + proc.stderr), f"expected: {expected}\n" + tail(proc)

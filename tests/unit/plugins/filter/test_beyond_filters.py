@@ -1,0 +1,116 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Filters of issue 5 ("Beyond the lab"): gpu_feature_labels, quota_resource_names; the product key of inventory nodes."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpushare.k8s.plugins.filter.gpu_features import FilterModule as FeatureFilters
+from ansible_collections.gpushare.k8s.plugins.filter.gpushare import FilterModule as GpushareFilters
+from ansible_collections.gpushare.k8s.plugins.filter.manifests import gpu_inventory
+from ansible_collections.gpushare.k8s.plugins.filter.quota import FilterModule as QuotaFilters
+
+FILTERS = dict(FeatureFilters().filters(), **QuotaFilters().filters())
+FILTER_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "plugins", "filter")
+LAB_VARS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "inventory", "group_vars", "all", "lab.yml")
+A100 = "NVIDIA-A100-SXM4-80GB"
+
+
+@pytest.fixture(scope="module")
+def lab():
+    with open(LAB_VARS, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def test_filter_names():
+    assert sorted(FILTERS) == ["gpu_feature_labels", "quota_resource_names"]
+
+
+@pytest.mark.parametrize("name", sorted(FILTERS))
+def test_every_filter_has_sidecar_documentation(name):
+    with open(os.path.join(FILTER_DIR, name + ".yml"), encoding="utf-8") as handle:
+        doc = yaml.safe_load(handle)
+    assert set(doc) == {"DOCUMENTATION", "EXAMPLES", "RETURN"}
+    assert doc["DOCUMENTATION"]["name"] == name
+    assert "_input" in doc["DOCUMENTATION"]["options"]
+    yaml.safe_load(doc["EXAMPLES"])
+
+
+def test_lab_inventory_labels(lab):
+    nodes, configs = lab["gpushare_nodes"], lab["gpushare_device_plugin_configs"]
+    labels = {node["name"]: FILTERS["gpu_feature_labels"](node, configs, lab["gpushare_gpu_product"]) for node in nodes}
+    assert labels["lab-node-0"]["nvidia.com/gpu.product"] == A100
+    assert labels["lab-node-1"]["nvidia.com/gpu.product"] == A100 + "-SHARED"
+    assert labels["lab-node-1"]["nvidia.com/gpu.replicas"] == "4"
+    # Step 3 of the spec: the MIG node's product label is exactly mig.product.
+    assert labels["lab-node-2"]["nvidia.com/gpu.product"] == nodes[2]["mig"]["product"]
+    assert labels["lab-node-2"]["nvidia.com/mig-1g.10gb.count"] == "7"
+    assert labels["lab-node-2"]["nvidia.com/mig.strategy"] == "mixed"
+
+
+def test_config_as_yaml_text_and_current_labels():
+    node = {"name": "n", "gpus": 1, "config": "shared"}
+    configs = {"shared": "version: v1\nsharing:\n  mps:\n    resources:\n      - name: nvidia.com/gpu\n        replicas: 2\n"}
+    patch = FILTERS["gpu_feature_labels"](node, configs, A100, current={"nvidia.com/mig.strategy": "mixed", "team": "a"})
+    assert patch["nvidia.com/gpu.sharing-strategy"] == "mps"
+    assert patch["nvidia.com/mig.strategy"] is None and "team" not in patch
+
+
+def test_quota_resource_names_auto(lab):
+    inventory = gpu_inventory(lab["gpushare_nodes"], lab["gpushare_device_plugin_configs"])
+    assert FILTERS["quota_resource_names"]("auto", inventory) == ["nvidia.com/gpu", "nvidia.com/mig-1g.10gb"]
+    assert FILTERS["quota_resource_names"](lab["gpushare_team_quota"]["resources"], inventory) == ["nvidia.com/gpu"]
+
+
+def test_node_gpu_resources_accepts_a_product():
+    node_gpu_resources = GpushareFilters().filters()["node_gpu_resources"]
+    assert node_gpu_resources({"name": "n", "gpus": 2, "product": "NVIDIA-H100-80GB-HBM3"}) == {"nvidia.com/gpu": 2}
+
+
+@pytest.mark.parametrize(
+    "name, args, message",
+    [
+        (
+            "gpu_feature_labels",
+            ({"name": "n", "gpus": 2, "labels": {}}, {}, A100),
+            "n.labels: unknown key. Fix: use only name, gpus, config, mig, product",
+        ),
+        (
+            "gpu_feature_labels",
+            ({"name": "n", "gpus": 2, "config": "sliced"}, {"shared": {"version": "v1"}}, A100),
+            "n.config: names config 'sliced', which is not among the device-plugin configs (shared); the plugin's config manager "
+            "crash-loops on such a label. Fix: use one of the configured names or add the config",
+        ),
+        (
+            "gpu_feature_labels",
+            ({"name": "n", "gpus": 2}, {}, None),
+            "n.product: missing: a node without mig needs a GPU product for nvidia.com/gpu.product and nvidia.com/gpu.memory. "
+            "Fix: set product on the node or a lab-wide default product, e.g. NVIDIA-A100-SXM4-80GB",
+        ),
+        (
+            "gpu_feature_labels",
+            ({"name": "m", "gpus": 1, "product": "A30-24GB", "mig": {"product": A100, "profile": "1g.10gb"}}, {}, None),
+            "m.product: 'A30-24GB' differs from mig.product 'NVIDIA-A100-SXM4-80GB' (a MIG node's GPUs are the product it "
+            "partitions). Fix: drop product on a MIG node, or make it the same as mig.product",
+        ),
+        (
+            "quota_resource_names",
+            (["requests.nvidia.com/gpu"], {}),
+            "resources[0]: 'requests.nvidia.com/gpu' is a quota key, not a resource name. Fix: write nvidia.com/gpu (the role adds "
+            "the requests. prefix; limits. keys never count extended resources)",
+        ),
+    ],
+    ids=["unknown-node-key", "missing-config", "no-product", "product-mismatch", "quota-key"],
+)
+def test_filter_errors_keep_the_message(name, args, message):
+    with pytest.raises(AnsibleFilterError) as info:
+        FILTERS[name](*args)
+    assert info.value.message == message

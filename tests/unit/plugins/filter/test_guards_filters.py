@@ -1,0 +1,51 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpushare.k8s.plugins.filter.guards import FilterModule
+
+FILTERS = FilterModule().filters()
+FILTER_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "plugins", "filter")
+LAB_VARS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "inventory", "group_vars", "all", "lab.yml")
+
+
+def lab():
+    with open(LAB_VARS, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+@pytest.mark.parametrize("name", sorted(FILTERS))
+def test_every_filter_has_documentation(name):
+    with open(os.path.join(FILTER_DIR, name + ".yml"), encoding="utf-8") as handle:
+        doc = yaml.safe_load(handle)
+    assert set(doc) == {"DOCUMENTATION", "EXAMPLES", "RETURN"}
+    assert doc["DOCUMENTATION"]["name"] == name
+    assert "_input" in doc["DOCUMENTATION"]["options"]
+    yaml.safe_load(doc["EXAMPLES"])
+
+
+def test_lab_inventory():
+    data = lab()
+    configs, nodes = data["gpushare_device_plugin_configs"], data["gpushare_nodes"]
+    assert FILTERS["time_sliced_resources"](configs) == {"shared": ["nvidia.com/gpu"]}
+    assert FILTERS["unshared_configs"](configs) == ["default"]
+    assert FILTERS["config_label_errors"](nodes, list(configs)) == []
+    assert len(FILTERS["config_label_errors"](nodes, ["default"])) == 1
+
+
+def test_errors_become_filter_errors():
+    with pytest.raises(AnsibleFilterError, match="replicas"):
+        FILTERS["time_sliced_resources"]({"x": {"version": "v1", "sharing": {"timeSlicing": {"resources": [{"name": "gpu", "replicas": 1}]}}}})
+    with pytest.raises(AnsibleFilterError, match="config name"):
+        FILTERS["unshared_configs"]({"bad name!": {"version": "v1"}})
+    with pytest.raises(AnsibleFilterError):
+        FILTERS["config_label_errors"]("lab-node-0", [])

@@ -1,0 +1,243 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_features import (
+    MANAGED_LABELS,
+    FeatureError,
+    check_product,
+    feature_labels,
+    gpu_memory_mib,
+    is_managed_label,
+    label_patch,
+    memory_products,
+)
+
+A100 = "NVIDIA-A100-SXM4-80GB"
+SHARED = {
+    "version": "v1",
+    "flags": {"migStrategy": "none"},
+    "sharing": {"timeSlicing": {"failRequestsGreaterThanOne": True, "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}},
+}
+MPS = {"version": "v1", "sharing": {"mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}
+MIG_NODE = {"name": "lab-node-2", "gpus": 2, "mig": {"product": A100, "profile": "1g.10gb", "gpus": 1}}
+
+
+def test_memory_table():
+    assert memory_products() == ["A100-SXM4-40GB", "A100-SXM4-80GB", "A30-24GB", "H100-80GB", "H200-141GB"]
+
+
+@pytest.mark.parametrize(
+    "product, mib",
+    [
+        ("NVIDIA-A100-SXM4-40GB", 40960),
+        ("A100-SXM4-80GB", 81920),
+        ("NVIDIA-H100-80GB-HBM3", 81559),
+        ("H100-SXM5-80GB", 81559),
+        ("NVIDIA-H200-141GB", 143771),
+        ("a30-24gb", 24576),
+    ],
+)
+def test_gpu_memory_mib(product, mib):
+    assert gpu_memory_mib(product) == mib
+
+
+def test_unshared_node():
+    default = {"version": "v1", "flags": {"migStrategy": "none"}}
+    labels = feature_labels({"name": "lab-node-0", "gpus": 2, "config": "default"}, {"nvidia.com/gpu": 2}, default, A100)
+    assert labels == {
+        "nvidia.com/gpu.count": "2",
+        "nvidia.com/gpu.memory": "81920",
+        "nvidia.com/gpu.product": A100,
+        "nvidia.com/gpu.replicas": "1",
+        "nvidia.com/gpu.sharing-strategy": "none",
+        "nvidia.com/mig.capable": "true",
+    }
+
+
+def test_time_sliced_node_gets_shared_product():
+    labels = feature_labels({"name": "lab-node-1", "gpus": 2, "config": "shared"}, {"nvidia.com/gpu": 8}, SHARED, A100)
+    assert labels["nvidia.com/gpu.product"] == A100 + "-SHARED"
+    assert labels["nvidia.com/gpu.replicas"] == "4"
+    assert labels["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
+    assert labels["nvidia.com/gpu.count"] == "2"  # physical GPUs, not slots
+    assert "nvidia.com/mig.strategy" not in labels
+
+
+def test_mps_node():
+    labels = feature_labels({"name": "n", "gpus": 1, "config": "mps"}, {"nvidia.com/gpu": 4}, MPS, "H100-80GB")
+    assert labels["nvidia.com/gpu.product"] == "H100-80GB-SHARED"
+    assert labels["nvidia.com/gpu.sharing-strategy"] == "mps"
+    assert labels["nvidia.com/gpu.memory"] == "81559"
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"renameByDefault": True, "resources": [{"name": "nvidia.com/gpu", "replicas": 2}]},
+        {"resources": [{"name": "nvidia.com/gpu", "replicas": 2, "rename": "nvidia.com/gpu-sliced"}]},
+    ],
+    ids=["rename-by-default", "rename"],
+)
+def test_renamed_resource_keeps_plain_product(block):
+    config = {"version": "v1", "sharing": {"timeSlicing": block}}
+    labels = feature_labels({"name": "n", "gpus": 2, "config": "c"}, {}, config, A100)
+    assert labels["nvidia.com/gpu.product"] == A100
+    assert labels["nvidia.com/gpu.replicas"] == "2"
+    assert labels["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
+
+
+def test_config_mig_strategy_is_labelled_unless_none():
+    config = {"version": "v1", "flags": {"migStrategy": "single"}}
+    assert feature_labels({"name": "n", "gpus": 1, "config": "c"}, {}, config, A100)["nvidia.com/mig.strategy"] == "single"
+
+
+def test_node_product_wins_over_default():
+    labels = feature_labels({"name": "n", "gpus": 1, "product": "NVIDIA-A30-24GB"}, {"nvidia.com/gpu": 1}, None, A100)
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-A30-24GB"
+    assert labels["nvidia.com/gpu.memory"] == "24576"
+
+
+def test_mig_node():
+    labels = feature_labels(MIG_NODE, {"nvidia.com/mig-1g.10gb": 7})
+    assert labels == {
+        "nvidia.com/gpu.count": "2",
+        "nvidia.com/gpu.memory": "81920",
+        "nvidia.com/gpu.product": A100,  # exactly mig.product: no -SHARED, no -MIG suffix
+        "nvidia.com/gpu.replicas": "0",  # MIG-enabled GPUs are labelled without sharing upstream
+        "nvidia.com/gpu.sharing-strategy": "none",
+        "nvidia.com/mig-1g.10gb.count": "7",
+        "nvidia.com/mig-1g.10gb.memory": "9856",
+        "nvidia.com/mig-1g.10gb.product": A100 + "-MIG-1g.10gb",
+        "nvidia.com/mig-1g.10gb.replicas": "1",
+        "nvidia.com/mig-1g.10gb.sharing-strategy": "none",
+        "nvidia.com/mig.capable": "true",
+        "nvidia.com/mig.strategy": "mixed",
+    }
+
+
+def test_mig_profile_without_known_memory_gets_no_memory_label():
+    node = {"name": "m", "gpus": 1, "mig": {"product": "A30-24GB", "profile": "2g.12gb"}}
+    labels = feature_labels(node, {"nvidia.com/mig-2g.12gb": 2})
+    assert labels["nvidia.com/mig-2g.12gb.count"] == "2"
+    assert "nvidia.com/mig-2g.12gb.memory" not in labels
+
+
+def test_node_without_gpus_gets_no_label():
+    assert feature_labels({"name": "n", "gpus": 0}, {"nvidia.com/gpu": 0}, None, A100) == {}
+
+
+def test_matching_product_on_mig_node_is_accepted():
+    assert check_product(dict(MIG_NODE, product="A100-SXM4-80GB")) == "A100-SXM4-80GB"
+    assert check_product({"name": "n", "gpus": 1}) is None
+
+
+@pytest.mark.parametrize("key", MANAGED_LABELS + ("nvidia.com/mig-1g.10gb.count", "nvidia.com/mig-3g.40gb.memory", "nvidia.com/mig-1g.10gb.me.product"))
+def test_managed_labels(key):
+    assert is_managed_label(key)
+
+
+@pytest.mark.parametrize(
+    "key", ["nvidia.com/device-plugin.config", "nvidia.com/mig.config", "nvidia.com/mig.config.state", "nvidia.com/gpu.family", "kubernetes.io/hostname"]
+)
+def test_labels_of_others_are_not_managed(key):
+    assert not is_managed_label(key)
+
+
+def test_label_patch_removes_stale_managed_labels_only():
+    desired = {"nvidia.com/gpu.product": A100, "nvidia.com/gpu.count": "2"}
+    current = {
+        "nvidia.com/gpu.product": A100 + "-SHARED",
+        "nvidia.com/mig-1g.10gb.count": "7",
+        "nvidia.com/mig.strategy": "mixed",
+        "nvidia.com/device-plugin.config": "default",
+        "example.com/rack": "r42",
+    }
+    assert label_patch(desired, current) == {
+        "nvidia.com/gpu.product": A100,
+        "nvidia.com/gpu.count": "2",
+        "nvidia.com/mig-1g.10gb.count": None,
+        "nvidia.com/mig.strategy": None,
+    }
+    assert label_patch(desired) == desired
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ({"name": "n", "gpus": 2}, {}, None, None),
+            "n.product: missing: a node without mig needs a GPU product for nvidia.com/gpu.product and nvidia.com/gpu.memory. "
+            "Fix: set product on the node or a lab-wide default product, e.g. NVIDIA-A100-SXM4-80GB",
+        ),
+        (
+            ({"name": "n", "gpus": 2}, {}, None, "Tesla-T4"),
+            "n.product: no memory size known for product 'Tesla-T4'. Fix: use one of A100-SXM4-40GB, A100-SXM4-80GB, A30-24GB, "
+            "H100-80GB, H200-141GB (the NVIDIA- prefix is optional), e.g. NVIDIA-A100-SXM4-80GB",
+        ),
+        (
+            ({"name": "n", "gpus": 2, "product": 80}, {}, None, None),
+            "n.product: must be a GPU product name, got 80. Fix: use one of A100-SXM4-40GB, A100-SXM4-80GB, A30-24GB, "
+            "H100-80GB, H200-141GB (the NVIDIA- prefix is optional), e.g. NVIDIA-A100-SXM4-80GB",
+        ),
+        (
+            ({"name": "n", "gpus": 2, "product": "NVIDIA A100-SXM4-80GB"}, {}, None, None),
+            "n.product: 'NVIDIA A100-SXM4-80GB' is not a valid label value (at most 63 letters, digits, '-', '_' or '.', starting "
+            "and ending with a letter or digit). Fix: write the product as gpu-feature-discovery does, spaces replaced by '-', "
+            "e.g. NVIDIA-A100-SXM4-80GB",
+        ),
+        (
+            (dict(MIG_NODE, product="NVIDIA-A100-SXM4-40GB"), {"nvidia.com/mig-1g.10gb": 7}, None, None),
+            "lab-node-2.product: 'NVIDIA-A100-SXM4-40GB' differs from mig.product 'NVIDIA-A100-SXM4-80GB' (a MIG node's GPUs are "
+            "the product it partitions). Fix: drop product on a MIG node, or make it the same as mig.product",
+        ),
+        (
+            ({"name": "n", "gpus": -1}, {}, None, A100),
+            "n.gpus: must be a non-negative integer, got -1. Fix: give the node's physical GPU count, e.g. gpus: 2",
+        ),
+        (
+            ({"name": "n", "gpus": True}, {}, None, A100),
+            "n.gpus: must be a non-negative integer, got True. Fix: give the node's physical GPU count, e.g. gpus: 2",
+        ),
+        (
+            ("lab-node-0", {}, None, A100),
+            "node: must be a mapping with name and gpus. Fix: write e.g. {name: lab-node-0, gpus: 2, config: default}",
+        ),
+        (
+            ({"name": "n", "gpus": 1}, ["nvidia.com/gpu"], None, A100),
+            "n: advertised: must be a mapping of resource name to count. Fix: pass what node_gpu_resources returns for the node",
+        ),
+        (
+            ({"name": "n", "gpus": 1, "config": "c"}, {}, {"version": "v1", "sharing": {"timeSlicing": {"resources": [{"name": "gpu", "replicas": 1}]}}}, A100),
+            "n: config c: sharing.timeSlicing.resources[0].replicas: must be 2 or more, got 1 (upstream rejects it: one replica is no "
+            "sharing). Fix: use 2 or more, or drop the sharing section for a node that does not share",
+        ),
+        (
+            ({"name": "m", "gpus": 1, "mig": {"profile": "1g.10gb"}}, {}, None, None),
+            "m.mig.product: missing. Fix: add the GPU product, e.g. product: NVIDIA-A100-SXM4-80GB",
+        ),
+    ],
+    ids=["no-product", "unknown-product", "product-not-string", "product-with-space", "mig-product-mismatch", "negative-gpus",
+         "bool-gpus", "node-not-mapping", "advertised-not-mapping", "bad-config", "mig-without-product"],
+)
+def test_bad_input(args, message):
+    with pytest.raises(FeatureError) as info:
+        feature_labels(*args)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("x", {}), "labels: must be a mapping of label to value. Fix: pass what feature_labels returns"),
+        (({}, ["a"]), "current: must be the node's labels (a mapping), got list. Fix: pass node.metadata.labels"),
+    ],
+)
+def test_label_patch_bad_input(args, message):
+    with pytest.raises(FeatureError) as info:
+        label_patch(*args)
+    assert str(info.value) == message
