@@ -507,7 +507,7 @@ def section_check(env, args):
             for key, label, cmd in floors:
                 seconds, rss, _rc, _out = env.rusage(cmd, "check-" + key)
                 RESULTS.add("check.%s.time" % key, seconds, label)
-                RESULTS.add("check.%s.rss" % key, rss, label.split(" (")[0] + ": peak RSS", unit="MB")
+                RESULTS.add("check.%s.rss" % key, rss, label.split(" (", maxsplit=1)[0] + ": peak RSS", unit="MB")
     for r in range(args.fast_runs):
         seconds, rss, rc, _out = env.rusage([PYTHON, checker, small], "check-ours-1000")
         RESULTS.add("check.ours1k.time", seconds, "check gpu_requests.py on 1,000 documents: wall")
