@@ -443,8 +443,11 @@ def runs(request, lp, lab_as_sa):
     """The requested -vvv runs and removal cases: the ones that leave the cluster as they found it
     WORKERS at a time, then the ones that must remove an object first, one by one."""
     assert lab_as_sa["proc"].returncode == 0, "the whole lab must run as the ServiceAccount first:\n" + tail(lab_as_sa["proc"])
-    requested = {(item.originalname, value.id if isinstance(value, Case) else value)
-                 for item in request.session.items if hasattr(item, "callspec") for value in item.callspec.params.values()}
+    # Only this module's items: other modules' parameters may be dicts (unhashable) and are not ours.
+    requested = {(item.originalname, value.id if isinstance(value, Case) else str(value))
+                 for item in request.session.items
+                 if item.module is request.module and hasattr(item, "callspec")
+                 for value in item.callspec.params.values()}
     verbose = verbose_args(lp)
     indexed = [(index, case) for index, case in enumerate(CASES) if ("test_removing_one_rule_fails_naming_it", case.id) in requested]
     results = {}
