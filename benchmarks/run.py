@@ -696,7 +696,8 @@ def cold_build(env):
 
 
 def section_setup(env, args, clusters):
-    say("\n== setup: cold build (%s), warm make cluster, ansible-playbook start-up" % ("measured" if args.cold_build else "last figures; --cold-build measures it"))
+    built = "measured" if args.cold_build else "last figures; --cold-build measures it"
+    say("\n== setup: cold build (%s), warm make cluster, ansible-playbook start-up" % built)
     wait_quiet(args, "setup")
     if args.cold_build:
         cold_build(env)
