@@ -8,6 +8,10 @@
 in the given ones, and returns the items with ``kind`` filled in (list responses leave it out),
 so they can be walked like manifests. Errors become :class:`ClusterReadError` with the API
 server's message. No Ansible import.
+
+``call_json`` and ``list_pages`` are the one way this collection calls the generated client
+(``_preload_content=False``: the JSON as sent, no model round trip); ``node_status`` uses
+them too.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ else:
     KUBERNETES_IMPORT_ERROR = None
 
 
-__all__ = ["ClusterReadError", "LISTABLE_KINDS", "ObjectLister"]
+__all__ = ["ApiCallError", "ClusterReadError", "LISTABLE_KINDS", "ObjectLister", "call_json", "list_pages"]
 
 PAGE_SIZE = 500
 REQUEST_TIMEOUT = 30
@@ -59,7 +63,22 @@ class ClusterReadError(Exception):
     """A LIST the API server refused or could not answer."""
 
 
-def _message(exc):
+class ApiCallError(Exception):
+    """An API call failed. ``status`` is the HTTP status, ``None`` for a network error or a bad reply."""
+
+    def __init__(self, status, message, retry_after=None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.retry_after = retry_after
+
+    def __str__(self):
+        if self.status is None:
+            return self.message
+        return "HTTP {0}: {1}".format(self.status, self.message)
+
+
+def _api_exception_error(exc, error):
     message = exc.reason or "error"
     body = exc.body
     if isinstance(body, bytes):
@@ -69,7 +88,47 @@ def _message(exc):
             message = json.loads(body).get("message") or message
         except (ValueError, AttributeError):
             message = body.strip()[:500] or message
-    return "HTTP %s: %s" % (exc.status, message)
+    try:
+        value = (exc.headers or {}).get("Retry-After")
+        retry_after = float(value) if value is not None else None
+    except (TypeError, ValueError):
+        retry_after = None
+    return error(exc.status, message, retry_after)
+
+
+def call_json(method, *args, timeout=REQUEST_TIMEOUT, error=ApiCallError, **kwargs):
+    """Call a generated client method; return the decoded JSON reply or raise ``error`` (an ApiCallError class)."""
+    kwargs["_preload_content"] = False
+    kwargs["_request_timeout"] = timeout
+    try:
+        response = method(*args, **kwargs)
+        try:
+            data = response.data
+        finally:
+            response.release_conn()
+    except ApiException as exc:
+        raise _api_exception_error(exc, error) from None
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise error(None, "cannot reach the API server: {0}".format(exc)) from None
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        raise error(None, "the API server sent a response that is not JSON: {0}".format(exc)) from None
+
+
+def list_pages(method, *args, timeout=REQUEST_TIMEOUT, error=ApiCallError, **kwargs):
+    """Every item of a LIST, following ``continue`` tokens, PAGE_SIZE items a page."""
+    items = []
+    token = None
+    while True:
+        page_kwargs = dict(kwargs, limit=PAGE_SIZE)
+        if token:
+            page_kwargs["_continue"] = token
+        page = call_json(method, *args, timeout=timeout, error=error, **page_kwargs)
+        items.extend(page.get("items") or [])
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return items
 
 
 class ObjectLister:
@@ -87,36 +146,11 @@ class ObjectLister:
             self._apis[name] = getattr(k8s_client, name)(self._api_client)
         return self._apis[name]
 
-    def _page(self, method, kind, *args, **kwargs):
-        kwargs["_preload_content"] = False
-        kwargs["_request_timeout"] = self._timeout
-        try:
-            response = method(*args, **kwargs)
-            try:
-                data = response.data
-            finally:
-                response.release_conn()
-        except ApiException as exc:
-            raise ClusterReadError("cannot list %s: %s" % (kind, _message(exc))) from None
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise ClusterReadError("cannot list %s: cannot reach the API server: %s" % (kind, exc)) from None
-        try:
-            return json.loads(data)
-        except ValueError as exc:
-            raise ClusterReadError("cannot list %s: the API server sent a response that is not JSON: %s" % (kind, exc)) from None
-
     def _pages(self, method, kind, *args):
-        items = []
-        token = None
-        while True:
-            kwargs = {"limit": PAGE_SIZE}
-            if token:
-                kwargs["_continue"] = token
-            page = self._page(method, kind, *args, **kwargs)
-            items.extend(page.get("items") or [])
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                return items
+        try:
+            return list_pages(method, *args, timeout=self._timeout)
+        except ApiCallError as exc:
+            raise ClusterReadError("cannot list %s: %s" % (kind, exc)) from None
 
     def list(self, kind, namespaces=None):
         """Every object of ``kind`` (in ``namespaces`` when given and the kind is namespaced), sorted by namespace and name."""

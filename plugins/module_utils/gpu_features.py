@@ -29,9 +29,11 @@ import re
 try:
     from . import device_plugin as _dp
     from . import mig as _mig
+    from .errors import InputError
 except ImportError:  # loaded as plain modules, next to each other
     import device_plugin as _dp  # type: ignore[no-redef]
     import mig as _mig  # type: ignore[no-redef]
+    from errors import InputError  # type: ignore[no-redef]
 
 
 __all__ = [
@@ -68,15 +70,8 @@ _MIG_LABEL_RE = re.compile(r"^nvidia\.com/mig-[0-9]+g\.[0-9]+gb(\.me)?\.(count|r
 _LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
 
-class FeatureError(ValueError):
+class FeatureError(InputError):
     """Labels that cannot be computed. ``str(error)`` is ``"<path>: <problem>. Fix: <fix>"``."""
-
-    def __init__(self, path, problem, fix):
-        self.path = path
-        self.problem = problem
-        self.fix = fix
-        self.message = "%s: %s. Fix: %s" % (path, problem, fix)
-        super().__init__(self.message)
 
 
 def _is_int(value):

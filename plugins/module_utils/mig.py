@@ -12,6 +12,12 @@ from __future__ import annotations
 
 import re
 
+try:
+    from .errors import InputError
+except ImportError:  # loaded as a plain module, next to errors.py
+    from errors import InputError  # type: ignore[no-redef]
+
+
 __all__ = [
     "MigError",
     "canonical_product",
@@ -68,15 +74,8 @@ _ALIASES = {
 _PROFILE_RE = re.compile(r"^[1-9][0-9]*g\.[1-9][0-9]*gb(\+me)?$")
 
 
-class MigError(ValueError):
+class MigError(InputError):
     """An invalid MIG product, profile or count. ``str(error)`` is ``"<path>: <problem>. Fix: <fix>"``."""
-
-    def __init__(self, path, problem, fix):
-        self.path = path
-        self.problem = problem
-        self.fix = fix
-        self.message = "%s: %s. Fix: %s" % (path, problem, fix)
-        super().__init__(self.message)
 
 
 def _path(where, field):

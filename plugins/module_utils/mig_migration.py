@@ -24,9 +24,11 @@ import copy
 try:
     from . import gpu_requests as _requests
     from .node_status import parse_quantity
+    from .errors import InputError
 except ImportError:  # loaded as plain modules, next to each other
     import gpu_requests as _requests  # type: ignore[no-redef]
     from node_status import parse_quantity  # type: ignore[no-redef]
+    from errors import InputError  # type: ignore[no-redef]
 
 
 __all__ = [
@@ -46,15 +48,8 @@ _SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")
 _DONE_PHASES = ("Succeeded", "Failed")
 
 
-class MigrationError(ValueError):
+class MigrationError(InputError):
     """Bad input. ``str(error)`` is ``"<path>: <problem>. Fix: <fix>"``."""
-
-    def __init__(self, path, problem, fix):
-        self.path = path
-        self.problem = problem
-        self.fix = fix
-        self.message = "%s: %s. Fix: %s" % (path, problem, fix)
-        super().__init__(self.message)
 
 
 def _meta(obj, field, default=None):

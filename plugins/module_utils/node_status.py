@@ -24,30 +24,21 @@ a fake with the same three methods.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import time
-import traceback
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal, InvalidOperation
 
 try:
-    import urllib3
     from kubernetes import client as k8s_client
-    from kubernetes.client.exceptions import ApiException
 except ImportError:
-    HAS_KUBERNETES = False
-    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
-    urllib3 = None
     k8s_client = None
 
-    class ApiException(Exception):  # placeholder so except clauses stay valid
-        pass
-
-else:
-    HAS_KUBERNETES = True
-    KUBERNETES_IMPORT_ERROR = None
+try:
+    from .cluster_objects import REQUEST_TIMEOUT, ApiCallError, call_json, list_pages
+except ImportError:  # loaded as a plain module, next to cluster_objects.py
+    from cluster_objects import REQUEST_TIMEOUT, ApiCallError, call_json, list_pages  # type: ignore[no-redef]
 
 
 FIELDS = ("capacity", "allocatable")
@@ -56,8 +47,7 @@ STATES = ("present", "absent")
 DEFAULT_PARALLELISM = 16
 MAX_PARALLELISM = 256
 DEFAULT_ATTEMPTS = 10
-DEFAULT_REQUEST_TIMEOUT = 30
-LIST_PAGE_SIZE = 500
+DEFAULT_REQUEST_TIMEOUT = REQUEST_TIMEOUT
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 KWOK_ANNOTATION_VALUE = "fake"
@@ -111,23 +101,12 @@ class NodeWriteError(Exception):
         self.results = results
 
 
-class NodeApiError(Exception):
+class NodeApiError(ApiCallError):
     """An API call failed. ``status`` is the HTTP status, ``None`` for a network error."""
-
-    def __init__(self, status, message, retry_after=None):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.retry_after = retry_after
 
     @property
     def retryable(self):
         return self.status is None or self.status in RETRYABLE_STATUS
-
-    def __str__(self):
-        if self.status is None:
-            return self.message
-        return "HTTP {0}: {1}".format(self.status, self.message)
 
 
 # --------------------------------------------------------------------------
@@ -372,26 +351,6 @@ def node_name(node):
 # --------------------------------------------------------------------------
 
 
-def _api_error(exc):
-    message = exc.reason or "error"
-    body = exc.body
-    if isinstance(body, bytes):
-        body = body.decode("utf-8", "replace")
-    if body:
-        try:
-            message = json.loads(body).get("message") or message
-        except (ValueError, AttributeError):
-            message = body.strip()[:500] or message
-    retry_after = None
-    headers = exc.headers or {}
-    try:
-        value = headers.get("Retry-After")
-        retry_after = float(value) if value is not None else None
-    except (TypeError, ValueError):
-        retry_after = None
-    return NodeApiError(exc.status, message, retry_after)
-
-
 class CoreNodeApi:
     """The three Node calls the executor needs, on a ``kubernetes.client.ApiClient``.
 
@@ -405,40 +364,14 @@ class CoreNodeApi:
         self._timeout = request_timeout
 
     def _call(self, method, *args, **kwargs):
-        kwargs["_preload_content"] = False
-        kwargs["_request_timeout"] = self._timeout
-        try:
-            response = method(*args, **kwargs)
-            try:
-                data = response.data
-            finally:
-                response.release_conn()
-        except ApiException as exc:
-            raise _api_error(exc)
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise NodeApiError(None, "cannot reach the API server: {0}".format(exc))
-        try:
-            return json.loads(data)
-        except ValueError as exc:
-            raise NodeApiError(None, "the API server sent a response that is not JSON: {0}".format(exc))
+        return call_json(method, *args, timeout=self._timeout, error=NodeApiError, **kwargs)
 
     def get_node(self, name):
         return self._call(self._core.read_node, name)
 
     def list_nodes(self, label_selector=None):
-        items = []
-        token = None
-        while True:
-            kwargs = {"limit": LIST_PAGE_SIZE}
-            if label_selector:
-                kwargs["label_selector"] = label_selector
-            if token:
-                kwargs["_continue"] = token
-            page = self._call(self._core.list_node, **kwargs)
-            items.extend(page.get("items") or [])
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                return items
+        kwargs = {"label_selector": label_selector} if label_selector else {}
+        return list_pages(self._core.list_node, timeout=self._timeout, error=NodeApiError, **kwargs)
 
     def patch_node_status(self, name, patch):
         # The generated client would pick application/json-patch+json and then

@@ -19,8 +19,10 @@ import re
 
 try:
     from .node_status import parse_quantity
+    from .errors import InputError
 except ImportError:  # loaded as a plain module, next to node_status.py
     from node_status import parse_quantity  # type: ignore[no-redef]
+    from errors import InputError  # type: ignore[no-redef]
 
 
 __all__ = [
@@ -43,15 +45,8 @@ LIMITS = "limits."
 _NAME_RE = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
 
 
-class CoverageError(ValueError):
+class CoverageError(InputError):
     """Bad input. ``str(error)`` is ``"<path>: <problem>. Fix: <fix>"``."""
-
-    def __init__(self, path, problem, fix):
-        self.path = path
-        self.problem = problem
-        self.fix = fix
-        self.message = "%s: %s. Fix: %s" % (path, problem, fix)
-        super().__init__(self.message)
 
 
 def _check_prefixes(prefixes):
