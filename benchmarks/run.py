@@ -59,10 +59,6 @@ VENV_BIN = ROOT / ".venv" / "bin"
 PYTHON = str(VENV_BIN / "python") if (VENV_BIN / "python").exists() else sys.executable
 SECTIONS = ("check", "lab", "scale", "setup")
 
-# The cold build as last measured on the reference machine (BENCHMARKS.md): printed when
-# --cold-build is not given, since a cold build takes about ten minutes of both cores.
-COLD_BUILD = {"kwok": 160, "etcd": 42, "kubernetes": 385}
-COLD_BUILD_MB = 458
 BUILD_SCRIPT = ROOT / "roles" / "lab_cluster" / "files" / "build-binaries.sh"
 
 SCALE_SELECTOR = "kwok.x-k8s.io/kwokctl-scale=node"  # the label kwokctl scale puts on its nodes
@@ -702,14 +698,11 @@ def section_setup(env, args, clusters):
     if args.cold_build:
         cold_build(env)
     else:
-        total = sum(COLD_BUILD.values())
         sizes = {component: size_mb(env.cache / ("%s-%s" % (component, env.versions.get("lab_cluster_%s_version" % component, ""))))
                  for component in COMPONENTS}
-        RESULTS.machine["cold_build"] = {"seconds": COLD_BUILD, "total_seconds": total, "recorded_mb": COLD_BUILD_MB,
-                                         "measured_now": False, "cache_mb_now": sizes}
-        say("  cold build (last measured figures, not re-run; --cold-build measures it): kwok 2m40s, etcd 0m42s,"
-            " kubernetes 6m25s = %dm%02ds, %d MB; binaries in the cache now: %s"
-            % (total // 60, total % 60, COLD_BUILD_MB, ", ".join("%s %.0f MB" % kv for kv in sizes.items() if kv[1]) or "none"))
+        RESULTS.machine["cold_build"] = {"measured_now": False, "cache_mb_now": sizes}
+        say("  cold build: not measured (--cold-build measures it; the last figures are in BENCHMARKS.md);"
+            " binaries in the cache now: %s" % (", ".join("%s %.0f MB" % kv for kv in sizes.items() if kv[1]) or "none"))
     cluster = "%s-setup" % args.prefix
     have = RESULTS.figures["setup.make_cluster_new"].samples if "setup.make_cluster_new" in RESULTS.figures else []
     need = max(0, args.runs - len(have))
