@@ -169,3 +169,19 @@ def test_cluster_playbook_rerun_reuses_the_running_cluster(run_playbook, core_v1
     after = {n.metadata.name: n.metadata.uid for n in core_v1.list_node().items}
     assert {"lab-node-0", "lab-node-1", "lab-node-2"} <= set(after)
     assert all(after[name] == uid for name, uid in before.items() if name in after), "nodes were re-created"
+
+
+def test_extra_components_with_bad_names_are_refused_before_anything_is_written(tmp_path):
+    from reliability import output, playbook
+
+    home = tmp_path / "kwok"
+    proc = playbook("playbooks/cluster.yml", {
+        "gpushare_cluster_name": "gpushare-it-never", "lab_cluster_kwok_home": str(home),
+        "lab_cluster_extra_components": [{"name": "etcd"}, {"name": "Op_1"}, {"binary": "/bin/true"}, {"name": "op"}, {"name": "op"}],
+    })
+    text = output(proc)
+    assert proc.returncode != 0, text[-3000:]
+    for problem in ("etcd is one of kwokctl's own", 'name "Op_1" is not a DNS label', 'name "" is not a DNS label',
+                    "names repeat: etcd, Op_1, , op, op"):
+        assert problem in text, text[-3000:]
+    assert not home.exists(), list(home.rglob("*"))
