@@ -36,6 +36,14 @@ def unshared_configs(configs):
         raise AnsibleFilterError(str(exc)) from None
 
 
+def admission_guard_params(configs, nodes, label=_guards.CONFIG_LABEL, default_config=None):
+    """The time-sliced nodes (name, config, labels, resources), their names and the fix per name, for the admission policy."""
+    try:
+        return _guards.guard_params(_checked_names(configs), list(nodes or []), label=label, default_config=default_config or None)
+    except (_dp.ConfigError, ValueError, TypeError) as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
 def config_label_errors(nodes, keys, configmap="device-plugin-configs", namespace="gpu-share", label=_guards.CONFIG_LABEL):
     """One message per node whose config label names a key the ConfigMap lacks (``keys`` None: the ConfigMap is missing)."""
     try:
@@ -49,6 +57,7 @@ class FilterModule:
 
     def filters(self):
         return {
+            "admission_guard_params": admission_guard_params,
             "config_label_errors": config_label_errors,
             "time_sliced_resources": time_sliced_resources,
             "unshared_configs": unshared_configs,

@@ -7,8 +7,11 @@
 - A Pod asking for more than one unit of a resource that a ``timeSlicing`` config with
   ``failRequestsGreaterThanOne`` replicates is only refused by the kubelet's ``Allocate``
   call (``UnexpectedAdmissionError``), after scheduling, and the failed Pod stays around.
-  :func:`time_sliced_resources` tells an API-side admission policy which configs and
-  resource names to guard.
+  :func:`time_sliced_resources` tells which configs slice which names;
+  :func:`sliced_nodes` which nodes slice them, with the labels a Pod could select them by;
+  :func:`guard_params` is what the admission policy (role ``admission_guard``) is built from.
+  :func:`reachable_nodes` evaluates a Pod's ``nodeName``, node selector and required node
+  affinity against those nodes the way the scheduler does; the policy's CEL mirrors it.
 - A node label ``nvidia.com/device-plugin.config=<name>`` naming a key the ConfigMap lacks
   crash-loops the plugin's config-manager sidecar. :func:`config_label_errors` finds such
   labels before any node is labelled.
@@ -19,11 +22,13 @@ Pure Python, so it runs (and is unit-tested) outside Ansible.
 from __future__ import annotations
 
 import difflib
+import re
 
 try:
-    from .device_plugin import STRATEGY_NONE, STRATEGY_TIME_SLICING, ConfigError, advertised_name, parse_config, sharing_of, validate_config
+    from .device_plugin import SHARED_SUFFIX, STRATEGY_NONE, STRATEGY_TIME_SLICING, ConfigError, advertised_name, parse_config, sharing_of, validate_config
 except ImportError:  # loaded as a plain module, next to device_plugin.py
     from device_plugin import (  # type: ignore[no-redef]
+        SHARED_SUFFIX,
         STRATEGY_NONE,
         STRATEGY_TIME_SLICING,
         ConfigError,
@@ -33,7 +38,15 @@ except ImportError:  # loaded as a plain module, next to device_plugin.py
         validate_config,
     )
 
-__all__ = ["CONFIG_LABEL", "config_label_errors", "time_sliced_resources", "unshared_configs"]
+__all__ = [
+    "CONFIG_LABEL",
+    "config_label_errors",
+    "guard_params",
+    "reachable_nodes",
+    "sliced_nodes",
+    "time_sliced_resources",
+    "unshared_configs",
+]
 
 # The node label the GPU Operator's config manager watches.
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
@@ -51,6 +64,21 @@ def _configs(configs):
             yield str(name), validate_config(value, name=str(name))
 
 
+def _sliced_entries(configs, require_fail_requests=True):
+    """Yield ``(config name, advertised name, renamed)`` for every resource a time-slicing config replicates."""
+    for name, config in _configs(configs):
+        strategy, resources = sharing_of(config)
+        if strategy != STRATEGY_TIME_SLICING:
+            continue
+        block = config["sharing"]["timeSlicing"]
+        if require_fail_requests and not block.get("failRequestsGreaterThanOne", False):
+            continue
+        rename_by_default = block.get("renameByDefault", False)
+        for resource in resources:
+            advertised = advertised_name(resource, rename_by_default)
+            yield name, advertised, advertised != resource["name"]
+
+
 def time_sliced_resources(configs, require_fail_requests=True):
     """``{config name: [advertised resource names]}`` for the configs that time-slice GPUs.
 
@@ -60,16 +88,9 @@ def time_sliced_resources(configs, require_fail_requests=True):
     ``renameByDefault``, else ``name``), sorted.
     """
     result = {}
-    for name, config in _configs(configs):
-        strategy, resources = sharing_of(config)
-        if strategy != STRATEGY_TIME_SLICING:
-            continue
-        block = config["sharing"]["timeSlicing"]
-        if require_fail_requests and not block.get("failRequestsGreaterThanOne", False):
-            continue
-        rename_by_default = block.get("renameByDefault", False)
-        result[name] = sorted({advertised_name(resource, rename_by_default) for resource in resources})
-    return result
+    for name, advertised, _renamed in _sliced_entries(configs, require_fail_requests):
+        result.setdefault(name, set()).add(advertised)
+    return {name: sorted(names) for name, names in result.items()}
 
 
 def unshared_configs(configs):
@@ -119,3 +140,179 @@ def config_label_errors(nodes, keys, configmap="device-plugin-configs", namespac
             "to one of its keys%s." % (name, label, value, where, shown, value, hint)
         )
     return errors
+
+
+# --- Which nodes slice which names, and which of them a Pod can reach ---------------------------------------------
+
+_NODES_FIX = "give Node objects (the resources of kubernetes.core.k8s_info kind=Node) or entries {name, labels}"
+
+
+def _node_identity(node):
+    """``(name, {label: value})`` of a Node object (``metadata``) or of a ``{name, labels}`` entry."""
+    if not isinstance(node, dict):
+        raise ConfigError("nodes", "each node must be a mapping, got %s" % type(node).__name__, _NODES_FIX)
+    meta = node["metadata"] if isinstance(node.get("metadata"), dict) else node
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError("nodes", "every node needs a name (metadata.name), got %r" % (name,), _NODES_FIX)
+    labels = meta.get("labels") or {}
+    if not isinstance(labels, dict):
+        raise ConfigError("nodes", "node %s: labels must be a mapping of label to value" % name, _NODES_FIX)
+    return name, {str(key): str(labels[key]) for key in sorted(labels, key=str)}
+
+
+def sliced_nodes(nodes, configs, label=CONFIG_LABEL, default_config=None):
+    """Every node on which some resource name is time-sliced with ``failRequestsGreaterThanOne``, sorted by name.
+
+    ``nodes`` are Node objects (or ``{name, labels}``), ``configs`` the named device-plugin configs (the ConfigMap's
+    keys). A node's config is its ``label`` value, else ``default_config`` (the GPU Operator's
+    ``devicePlugin.config.default``, used for nodes without the label) when given. Each entry is
+    ``{name, config, labels, resources, known}``: ``resources`` the names sliced there, ``labels`` all of the node's
+    labels (what a Pod may select it by). A node whose label names a config missing from ``configs`` cannot be judged,
+    so it counts as slicing every name some config slices (``known: false``): the guard errs on refusing.
+    """
+    sliced = time_sliced_resources(configs)
+    every_name = sorted({name for names in sliced.values() for name in names})
+    known_configs = {str(name) for name in configs}
+    if default_config and str(default_config) not in known_configs:
+        raise ConfigError(
+            "default_config", "names config %r, which is not one of the configs (%s)" % (default_config, ", ".join(sorted(known_configs)) or "none"),
+            "name a key of the device-plugin ConfigMap, or leave it empty when nodes without the label get no config")
+    result = []
+    seen = set()
+    for name, labels in sorted(map(_node_identity, nodes)):
+        if name in seen:
+            raise ConfigError("nodes", "node %s is listed twice" % name, _NODES_FIX)
+        seen.add(name)
+        config = labels.get(label) or (str(default_config) if default_config else "")
+        if not config:
+            continue
+        if config in sliced:
+            resources, known = sliced[config], True
+        elif config in known_configs or not every_name:
+            continue
+        else:
+            resources, known = every_name, False
+        result.append({"name": name, "config": config, "labels": labels, "resources": list(resources), "known": known})
+    return result
+
+
+def _fix(name, label, plain, unshared):
+    """The fix for a multi-unit request of time-sliced ``name``: pin to whole GPUs, or rename the slices."""
+    if unshared:
+        pin = "nodeSelector %s: %s" % (label, " or ".join(unshared))
+    else:
+        pin = "label them with a config that has no sharing section and select it by %s" % label
+    text = ("Fix: ask for 1 %s; for whole GPUs pin the Pod to nodes that do not time-slice it (%s, or a required node affinity "
+            "or nodeName that excludes every node above)" % (name, pin))
+    if plain:
+        text += (", or set renameByDefault: true in the timeSlicing section of config %s so the slices are advertised as %s%s "
+                 "and %s keeps meaning whole GPUs" % (" and ".join(plain), name, SHARED_SUFFIX, name))
+    else:
+        text += " (%s is already the slices' own name, so renameByDefault does not help: ask for 1)" % name
+    return text + "."
+
+
+def guard_params(configs, nodes, label=CONFIG_LABEL, default_config=None):
+    """What the admission policy is built from: the sliced nodes, the names they slice, the fix per name.
+
+    ``{"nodes": [{name, config, labels, resources}], "names": [...], "fixes": {name: text}, "unshared": [...],
+    "unknown": [node names whose config label names a config the model lacks]}``. The policy refuses a Pod in
+    which a container asks for more than one unit of a name when the Pod can reach (:func:`reachable_nodes`) a
+    node in ``nodes`` that slices that name. It is a snapshot: re-compute it whenever node labels or configs change.
+    """
+    nodes = sliced_nodes(nodes, configs, label=label, default_config=default_config)
+    names = sorted({name for node in nodes for name in node["resources"]})
+    unshared = unshared_configs(configs)
+    plain = {}
+    for config, advertised, renamed in _sliced_entries(configs):
+        if not renamed:
+            plain.setdefault(advertised, set()).add(config)
+    return {
+        "nodes": [{key: node[key] for key in ("name", "config", "labels", "resources")} for node in nodes],
+        "names": names,
+        "fixes": {name: _fix(name, label, sorted(plain.get(name, ())), unshared) for name in names},
+        "unshared": unshared,
+        "unknown": [node["name"] for node in nodes if not node["known"]],
+    }
+
+
+_INTEGER_RE = re.compile(r"^[+-]?[0-9]+$")
+# Up to 18 digits always fits in an int64; longer integers are not compared (the requirement counts as met).
+_SMALL_INTEGER_RE = re.compile(r"^[+-]?[0-9]{1,18}$")
+
+
+def _greater_or_less(operator, value, values):
+    """``Gt``/``Lt`` as the scheduler reads them: one integer value, compared with the label's integer value."""
+    if not isinstance(values, list) or len(values) != 1 or value is None:
+        return False
+    bound = str(values[0])
+    if not (_INTEGER_RE.match(value) and _INTEGER_RE.match(bound)):
+        return False  # the scheduler's parse fails: no match
+    if not (_SMALL_INTEGER_RE.match(value) and _SMALL_INTEGER_RE.match(bound)):
+        return True  # too long to compare safely in CEL: assume the node may match
+    return int(value) > int(bound) if operator == "Gt" else int(value) < int(bound)
+
+
+def _expression_matches(expression, labels):
+    """One ``matchExpressions`` requirement against a node's labels (In, NotIn, Exists, DoesNotExist, Gt, Lt)."""
+    key, operator = expression.get("key"), expression.get("operator")
+    values = expression.get("values") or []
+    value = labels.get(key)
+    if operator == "In":
+        return value is not None and value in values
+    if operator == "NotIn":
+        return value is None or value not in values
+    if operator == "Exists":
+        return value is not None
+    if operator == "DoesNotExist":
+        return value is None
+    if operator in ("Gt", "Lt"):
+        return _greater_or_less(operator, value, values)
+    return True  # an operator the API server would refuse: assume the node may match
+
+
+def _field_matches(expression, name):
+    """One ``matchFields`` requirement (only ``metadata.name`` with In/NotIn is valid) against a node's name."""
+    if expression.get("key") != "metadata.name":
+        return True
+    values = expression.get("values") or []
+    if expression.get("operator") == "In":
+        return name in values
+    if expression.get("operator") == "NotIn":
+        return name not in values
+    return True
+
+
+def _term_matches(term, name, labels):
+    """A node selector term: every expression and field requirement holds; an empty term matches no node."""
+    expressions = (term or {}).get("matchExpressions") or []
+    fields = (term or {}).get("matchFields") or []
+    if not expressions and not fields:
+        return False
+    return all(_expression_matches(e, labels) for e in expressions) and all(_field_matches(f, name) for f in fields)
+
+
+def reachable_nodes(pod, nodes):
+    """Names of the ``nodes`` (``{name, labels}``) a Pod may run on, judged from its placement alone.
+
+    A node is reachable unless the Pod provably excludes it: ``spec.nodeName`` names another node, a
+    ``nodeSelector`` entry differs, or no term of the required node affinity matches it. Taints, resources and
+    preferred affinity are ignored (they do not pin a Pod). The admission policy's CEL evaluates the same rules.
+    """
+    spec = pod.get("spec", pod) if isinstance(pod, dict) else {}
+    spec = spec or {}
+    node_name = spec.get("nodeName") or ""
+    selector = spec.get("nodeSelector") or {}
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution"))
+    reached = []
+    for node in nodes:
+        name, labels = _node_identity(node)
+        if node_name and node_name != name:
+            continue
+        if any(labels.get(key) != str(value) for key, value in selector.items()):
+            continue
+        if required is not None and not any(_term_matches(term, name, labels) for term in required.get("nodeSelectorTerms") or []):
+            continue
+        reached.append(name)
+    return reached

@@ -49,3 +49,22 @@ def test_errors_become_filter_errors():
         FILTERS["unshared_configs"]({"bad name!": {"version": "v1"}})
     with pytest.raises(AnsibleFilterError):
         FILTERS["config_label_errors"]("lab-node-0", [])
+
+
+def test_admission_guard_params_on_the_lab_nodes_as_labelled_by_step_2():
+    data = lab()
+    configs = data["gpushare_device_plugin_configs"]
+    nodes = [{"metadata": {"name": node["name"], "labels": {"nvidia.com/device-plugin.config": node["config"]} if "config" in node else {}}}
+             for node in data["gpushare_nodes"]]
+    params = FILTERS["admission_guard_params"](configs, nodes)
+    assert [node["name"] for node in params["nodes"]] == ["lab-node-1"]
+    assert params["names"] == ["nvidia.com/gpu"]
+    assert FILTERS["admission_guard_params"](configs, nodes, label="example.com/config")["nodes"] == []
+    assert FILTERS["admission_guard_params"](configs, None)["nodes"] == []
+
+
+def test_admission_guard_params_errors_become_filter_errors():
+    with pytest.raises(AnsibleFilterError, match="default_config"):
+        FILTERS["admission_guard_params"](lab()["gpushare_device_plugin_configs"], [], default_config="missing")
+    with pytest.raises(AnsibleFilterError, match="every node needs a name"):
+        FILTERS["admission_guard_params"](lab()["gpushare_device_plugin_configs"], [{"labels": {}}])

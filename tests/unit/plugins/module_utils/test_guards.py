@@ -4,10 +4,25 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+import yaml
 
 from ansible_collections.gpushare.k8s.plugins.module_utils.device_plugin import ConfigError
-from ansible_collections.gpushare.k8s.plugins.module_utils.guards import config_label_errors, time_sliced_resources, unshared_configs
+from ansible_collections.gpushare.k8s.plugins.module_utils.guards import (
+    config_label_errors,
+    guard_params,
+    reachable_nodes,
+    sliced_nodes,
+    time_sliced_resources,
+    unshared_configs,
+)
+
+# The table the live tests (tests/integration/test_admission_guard.py) send to the API server.
+CASES_FILE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "admission_guard_cases.yml")
+with open(CASES_FILE, encoding="utf-8") as _handle:
+    TABLE = yaml.safe_load(_handle)
 
 DEFAULT = {"version": "v1", "flags": {"migStrategy": "none"}}
 SHARED = {
@@ -106,3 +121,92 @@ def test_bad_node_lists_are_refused():
         config_label_errors({"name": "x"}, [])
     with pytest.raises(ConfigError):
         config_label_errors([{"config": "default"}], [])
+
+
+# --- The admission guard: which nodes are time-sliced, and which of them a Pod reaches ---------------------------
+
+
+def case_pod(placement):
+    """A Pod with the placement of a table case (the live tests build theirs the same way)."""
+    spec = {"containers": [{"name": "cuda", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}
+    spec.update({key: value for key, value in placement.items() if key != "terms"})
+    if "terms" in placement:
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": placement["terms"]}}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "case"}, "spec": spec}
+
+
+def test_the_table_slices_two_nodes_and_leaves_the_whole_and_cpu_nodes_out():
+    params = guard_params(TABLE["configs"], TABLE["nodes"])
+    assert [(n["name"], n["config"], n["resources"]) for n in params["nodes"]] == [
+        ("guard-busy", "busy", ["nvidia.com/gpu"]), ("guard-shared", "shared", ["nvidia.com/gpu"])]
+    assert params["nodes"][1]["labels"] == TABLE["nodes"][0]["labels"]  # every label, for selection by any of them
+    assert params["names"] == ["nvidia.com/gpu"]
+    assert params["unshared"] == ["default"] and params["unknown"] == []
+
+
+@pytest.mark.parametrize("case", TABLE["cases"], ids=[case["id"] for case in TABLE["cases"]])
+def test_table_case_reaches_exactly_the_listed_sliced_nodes(case):
+    sliced = guard_params(TABLE["configs"], TABLE["nodes"])["nodes"]
+    assert reachable_nodes(case_pod(case["placement"]), sliced) == case["reaches"]
+
+
+def test_reachability_counts_every_node_not_only_sliced_ones():
+    assert reachable_nodes(case_pod({"nodeSelector": {"nvidia.com/gpu.replicas": "1"}}), TABLE["nodes"]) == ["guard-whole"]
+    assert reachable_nodes({"spec": {}}, TABLE["nodes"]) == [node["name"] for node in TABLE["nodes"]]
+    # An empty term matches no node (as the scheduler reads it), so a Pod made only of one reaches nothing.
+    assert reachable_nodes(case_pod({"terms": [{}]}), TABLE["nodes"]) == []
+
+
+def test_node_objects_as_the_api_returns_them():
+    nodes = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"nvidia.com/device-plugin.config": "shared"}},
+              "status": {}}, {"metadata": {"name": "n0"}}]
+    assert sliced_nodes(nodes, TABLE["configs"]) == [
+        {"name": "n1", "config": "shared", "labels": {"nvidia.com/device-plugin.config": "shared"}, "resources": ["nvidia.com/gpu"], "known": True}]
+
+
+def test_default_config_applies_to_unlabelled_nodes_only():
+    nodes = [{"name": "bare"}, {"name": "whole", "labels": {"cfg": "default"}}]
+    assert [n["name"] for n in sliced_nodes(nodes, TABLE["configs"], label="cfg", default_config="shared")] == ["bare"]
+    assert sliced_nodes(nodes, TABLE["configs"], label="cfg") == []
+    with pytest.raises(ConfigError, match="default_config: names config 'missing'"):
+        sliced_nodes(nodes, TABLE["configs"], default_config="missing")
+
+
+def test_a_node_naming_an_unknown_config_counts_as_slicing_every_name():
+    configs = {"default": DEFAULT, "a": sliced(), "b": sliced(name="nvidia.com/mig-1g.10gb")}
+    params = guard_params(configs, [{"name": "odd", "labels": {"nvidia.com/device-plugin.config": "typo"}}])
+    assert params["nodes"][0]["resources"] == ["nvidia.com/gpu", "nvidia.com/mig-1g.10gb"]
+    assert params["unknown"] == ["odd"]
+    # Nothing is time-sliced anywhere: nothing to guard, even on that node.
+    assert guard_params({"default": DEFAULT}, [{"name": "odd", "labels": {"nvidia.com/device-plugin.config": "typo"}}])["nodes"] == []
+
+
+def test_mps_and_time_slicing_without_fail_requests_are_not_guarded():
+    nodes = [{"name": "m", "labels": {"nvidia.com/device-plugin.config": "mps"}},
+             {"name": "t", "labels": {"nvidia.com/device-plugin.config": "ts"}}]
+    assert guard_params({"mps": MPS, "ts": sliced(fail=False)}, nodes)["nodes"] == []
+
+
+def test_fix_names_the_unshared_configs_and_renameByDefault():
+    fix = guard_params(LAB, [{"name": "n", "labels": {"nvidia.com/device-plugin.config": "shared"}}])["fixes"]["nvidia.com/gpu"]
+    assert "nodeSelector nvidia.com/device-plugin.config: default" in fix
+    assert "set renameByDefault: true in the timeSlicing section of config shared" in fix
+    assert "advertised as nvidia.com/gpu.shared" in fix
+
+
+def test_fix_for_renamed_slices_and_without_unshared_configs():
+    configs = {"renamed": sliced(rename_by_default=True)}
+    fix = guard_params(configs, [{"name": "n", "labels": {"nvidia.com/device-plugin.config": "renamed"}}])["fixes"]["nvidia.com/gpu.shared"]
+    assert "renameByDefault does not help" in fix
+    assert "label them with a config that has no sharing section" in fix
+
+
+@pytest.mark.parametrize("nodes, match", [
+    (["lab-node-0"], "each node must be a mapping"),
+    ([{"labels": {}}], "every node needs a name"),
+    ([{"name": "a", "labels": ["x"]}], "labels must be a mapping"),
+    ([{"name": "a"}, {"metadata": {"name": "a"}}], "node a is listed twice"),
+])
+def test_bad_node_entries_are_refused(nodes, match):
+    with pytest.raises(ConfigError, match=match):
+        sliced_nodes(nodes, LAB)
