@@ -1,24 +1,33 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The admission guard (role gpushare.k8s.admission_guard) on the live lab cluster.
 
-The module installs its own instance of the guard (unique name), bound only to two
-namespaces it creates, with its own opt-in label, and removes all of it afterwards.
-Pods that must be admitted are created with dryRun=All: they pass every admission
-step without taking GPU slots from the lab's nodes.
+The module creates the Nodes of tests/admission_guard_cases.yml (tainted, never scheduled
+to), installs its own instance of the guard (unique name) over them, bound only to a
+namespace it creates (and kube-system, which the policy must leave alone), and removes
+all of it afterwards. Names are made unique: the table's node names, its config label and
+its resource name (nvidia.com/gpu becomes nvidia.com/it-<id>, so no other guard on the
+cluster judges these Pods). Every case of the table is sent to the API server, which must
+admit it exactly when module_utils/guards.py says the Pod reaches no time-sliced node
+(tests/unit/plugins/module_utils/test_guards.py runs the same table). Pods that must be
+admitted are created with dryRun=All: they pass every admission step and take no slot.
 """
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes.client.rest import ApiException
 
 from lab_helpers import unique, wait_for
 
+TABLE = yaml.safe_load((Path(__file__).resolve().parents[1] / "admission_guard_cases.yml").read_text(encoding="utf-8"))
 GPU = "nvidia.com/gpu"
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
 PLAYBOOK = "tests/integration/playbooks/admission_guard.yml"
+TAINT = {"key": "gpushare-it.k8s/guard", "value": "test-node", "effect": "NoSchedule"}
 
 
 def recap(proc):
@@ -27,21 +36,32 @@ def recap(proc):
     return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", lines[-1])}
 
 
-def pod(name, count=1, selector=None, affinity_values=None, init_count=None, requests=False, resources=True, gates=None):
-    limits = {GPU: str(count)}
+def localise(value, mapping):
+    """The table's names made unique: node names (guard-*), the config label and the resource name."""
+    if isinstance(value, dict):
+        return {localise(k, mapping): localise(v, mapping) for k, v in value.items()}
+    if isinstance(value, list):
+        return [localise(v, mapping) for v in value]
+    if isinstance(value, str):
+        if value.startswith("guard-"):
+            return mapping["prefix"] + value[len("guard"):]
+        return mapping.get(value, value)
+    return value
+
+
+def pod(name, gpu, count=2, placement=None, init_count=None, requests=False, resources=True, gates=None):
+    """A Pod whose container 'cuda' asks for `count` of `gpu`, placed as a table case (`terms`: required affinity)."""
+    limits = {gpu: str(count)}
     container = {"name": "cuda", "image": "pause:3.10"}
     if resources:
         container["resources"] = {"limits": limits, **({"requests": dict(limits)} if requests else {})}
     spec = {"containers": [container]}
     if init_count is not None:
-        spec["initContainers"] = [{"name": "warmup", "image": "pause:3.10", "resources": {"limits": {GPU: str(init_count)}}}]
-    if selector:
-        spec["nodeSelector"] = selector
-    if affinity_values:
-        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "Exists"}]},
-            {"matchExpressions": [{"key": CONFIG_LABEL, "operator": "In", "values": affinity_values}]},
-        ]}}}
+        spec["initContainers"] = [{"name": "warmup", "image": "pause:3.10", "resources": {"limits": {gpu: str(init_count)}}}]
+    placement = placement or {}
+    spec.update({key: value for key, value in placement.items() if key != "terms"})
+    if "terms" in placement:
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": placement["terms"]}}}
     if gates:
         spec["schedulingGates"] = [{"name": gate} for gate in gates]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
@@ -56,44 +76,55 @@ def create(core_v1, namespace, body, dry_run=True):
     return None
 
 
+def listing(guard, nodes):
+    """How the policy's message names the time-sliced nodes a Pod reaches."""
+    configs = {node["name"]: node["labels"][CONFIG_LABEL] for node in TABLE["nodes"] if CONFIG_LABEL in node["labels"]}
+    return ", ".join(f"{localise(node, guard['map'])} ({guard['label']}={configs[node]})" for node in nodes)
+
+
 @pytest.fixture(scope="module")
 def guard(core_v1, run_playbook, kubeconfig, tmp_path_factory):
     name = unique("gpushare-it-guard")
+    mapping = {"prefix": name, GPU: f"nvidia.com/it-{name[-6:]}", CONFIG_LABEL: f"gpushare-it.k8s/{name[-6:]}-config"}
     scope = {"gpushare-it.k8s/guard-scope": name}
-    opt_in = f"gpushare-it.k8s/{name}"
-    plain, opted = f"{name}-plain", f"{name}-optin"
+    plain = f"{name}-plain"
     root = tmp_path_factory.mktemp("guard") / "gpushare"
-    for ns, labels in ((plain, scope), (opted, {**scope, opt_in: "true"})):
-        core_v1.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}})
+    nodes = localise(TABLE["nodes"], mapping)
+    core_v1.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": plain, "labels": scope}})
     role_vars = {
         "gpushare_kubeconfig": kubeconfig,
         "admission_guard_name": name,
-        "admission_guard_namespace_label": opt_in,
-        "admission_guard_namespace_selector": {"matchLabels": scope},
+        "admission_guard_configs": localise(TABLE["configs"], mapping),
+        "admission_guard_config_label": mapping[CONFIG_LABEL],
+        # kube-system is bound too: the policy itself must leave it out.
+        "admission_guard_namespace_selector": {"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [plain, "kube-system"]}]},
         "admission_guard_probe_namespace": plain,
         "admission_guard_lab_root": str(root),
     }
-    info = {"name": name, "plain": plain, "opted": opted, "vars": role_vars, "root": root, "runs": {}}
+    info = {"name": name, "plain": plain, "vars": role_vars, "root": root, "runs": {}, "map": mapping,
+            "gpu": mapping[GPU], "label": mapping[CONFIG_LABEL], "nodes": nodes}
     try:
+        for node in nodes:
+            core_v1.create_node({"apiVersion": "v1", "kind": "Node", "metadata": node, "spec": {"taints": [TAINT]}})
         info["runs"]["check"] = run_playbook(PLAYBOOK, extra_vars=role_vars, check=True, diff=True)
         info["runs"]["policy_after_check"] = _policy_exists(kubeconfig, name)
         info["runs"]["root_after_check"] = root.exists()
         info["runs"]["apply"] = run_playbook(PLAYBOOK, extra_vars=role_vars)
         assert info["runs"]["apply"].returncode == 0, info["runs"]["apply"].stdout[-4000:] + info["runs"]["apply"].stderr[-2000:]
 
-        # The API server loads policies asynchronously: only this instance guards the opt-in namespace,
-        # so a dry-run over-request being refused there means this policy and its binding are active.
+        # The API server loads policies asynchronously; the role's probe proved one API server instance enforces it.
         def refused_by_this_policy():
-            answer = create(core_v1, opted, pod(unique("probe"), count=2))
+            answer = create(core_v1, plain, pod(unique("probe"), info["gpu"]))
             return answer if answer and f"ValidatingAdmissionPolicy '{name}'" in answer[1] else None
 
-        wait_for(refused_by_this_policy, timeout=60, interval=0.5, what=f"policy {name} to refuse an over-request in {opted}")
+        wait_for(refused_by_this_policy, timeout=60, interval=0.5, what=f"policy {name} to refuse an over-request in {plain}")
         yield info
     finally:
         info["runs"]["remove"] = run_playbook(PLAYBOOK, extra_vars={**role_vars, "admission_guard_state": "absent"})
-        for ns in (plain, opted):
+        for delete, target in ((core_v1.delete_namespace, plain), *((core_v1.delete_node, node["name"]) for node in nodes)):
             try:
-                core_v1.delete_namespace(ns)
+                delete(target)
             except ApiException:
                 pass
         # Removed even if the role failed half way.
@@ -129,88 +160,103 @@ def test_check_mode_predicts_the_guard_and_writes_nothing(guard):
     assert "ValidatingAdmissionPolicy" in proc.stdout  # the diff shows what would be created
 
 
-def test_manifest_is_computed_from_the_configs(guard):
-    import yaml
-
+def test_manifest_carries_every_time_sliced_node_with_its_labels(guard):
     docs = list(yaml.safe_load_all((guard["root"] / "k8s" / "admission-guard.yaml").read_text()))
     assert [d["kind"] for d in docs] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
     variables = {v["name"]: v["expression"] for v in docs[0]["spec"]["variables"]}
-    assert variables["sliced"] == '{"shared": ["nvidia.com/gpu"]}'
-    assert variables["unshared"] == '["default"]'
+    sliced = json.loads(variables["nodes"])
+    by_name = {node["name"]: node for node in guard["nodes"]}
+    assert [node["name"] for node in sliced] == [f"{guard['name']}-busy", f"{guard['name']}-shared"]
+    for node in sliced:  # every label of the node, as the cluster has it (the kubelet adds none to these Nodes)
+        assert node["labels"] == by_name[node["name"]]["labels"]
+        assert node["resources"] == [guard["gpu"]]
+    assert json.loads(variables["names"]) == [guard["gpu"]]
+    assert docs[0]["spec"]["matchConstraints"]["namespaceSelector"] == {
+        "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}]}
     assert docs[1]["spec"]["validationActions"] == ["Deny"]
-    assert docs[1]["spec"]["matchResources"]["namespaceSelector"] == {"matchLabels": {"gpushare-it.k8s/guard-scope": guard["name"]}}
 
 
-def test_over_request_on_the_shared_node_is_denied_by_the_api(guard, core_v1):
-    name = unique("over")
-    answer = create(core_v1, guard["plain"], pod(name, count=2, selector={CONFIG_LABEL: "shared"}), dry_run=False)
-    assert answer is not None, "a Pod asking for 2 time-slices was admitted"
+@pytest.mark.parametrize("case", TABLE["cases"], ids=[case["id"] for case in TABLE["cases"]])
+def test_the_api_server_admits_exactly_the_pods_that_reach_no_time_sliced_node(guard, core_v1, case):
+    answer = create(core_v1, guard["plain"], pod(unique("case"), guard["gpu"], placement=localise(case["placement"], guard["map"])))
+    if not case["reaches"]:
+        assert answer is None, f"a Pod pinned away from every time-sliced node was refused: {answer}"
+        return
+    assert answer is not None, f"a Pod asking for 2 slices that can reach {case['reaches']} was admitted"
     status, message = answer
-    assert status == 403, message
-    assert "container 'cuda' asks for 2 nvidia.com/gpu" in message
-    assert f"{CONFIG_LABEL}=shared" in message and "UnexpectedAdmissionError" in message
-    assert f"{CONFIG_LABEL}=default" in message  # the fix names the unsplit config
+    assert status == 403 and f"ValidatingAdmissionPolicy '{guard['name']}'" in message, message
+    assert f"container 'cuda' asks for 2 {guard['gpu']}." in message
+    assert f"{guard['gpu']} is time-sliced with failRequestsGreaterThanOne on nodes this Pod can reach: " \
+           f"{listing(guard, case['reaches'])}." in message
+    assert "UnexpectedAdmissionError" in message
+    # The two fixes: pin to the config without sharing, or rename the slices.
+    assert f"nodeSelector {guard['label']}: default" in message
+    assert "set renameByDefault: true in the timeSlicing section of config busy and shared" in message
+
+
+def test_two_units_without_selector_are_denied(guard, core_v1):
+    """Was a bypass: without a selector the Pod may land on any time-sliced node."""
+    name = unique("free")
+    answer = create(core_v1, guard["plain"], pod(name, guard["gpu"]), dry_run=False)
+    assert answer is not None and answer[0] == 403, "a Pod asking for 2 time-slices without a selector was admitted"
     with pytest.raises(ApiException) as missing:
         core_v1.read_namespaced_pod(name, guard["plain"])
     assert missing.value.status == 404
 
 
-def test_one_slice_on_the_shared_node_is_admitted(guard, core_v1):
-    assert create(core_v1, guard["plain"], pod(unique("one"), count=1, selector={CONFIG_LABEL: "shared"})) is None
+def test_two_whole_gpus_pinned_to_the_unshared_config_are_admitted(guard, core_v1):
+    """Was a false denial in namespaces that opted in: whole GPUs on the unshared config are fine anywhere."""
+    placement = {"nodeSelector": {guard["label"]: "default"}}
+    assert create(core_v1, guard["plain"], pod(unique("whole"), guard["gpu"], placement=placement)) is None
 
 
-def test_two_units_on_the_unsplit_node_are_admitted(guard, core_v1):
-    assert create(core_v1, guard["plain"], pod(unique("whole"), count=2, selector={CONFIG_LABEL: "default"})) is None
-
-
-def test_two_units_without_selector_are_admitted_outside_opted_in_namespaces(guard, core_v1):
-    assert create(core_v1, guard["plain"], pod(unique("free"), count=2)) is None
-
-
-def test_opted_in_namespace_denies_without_selector(guard, core_v1):
-    answer = create(core_v1, guard["opted"], pod(unique("optin"), count=2))
-    assert answer is not None
-    status, message = answer
-    assert status == 403
-    assert f"ValidatingAdmissionPolicy '{guard['name']}'" in message
-    assert "container 'cuda' asks for 2 nvidia.com/gpu" in message
-    assert f"in namespace {guard['opted']}, which opts in" in message
-
-
-@pytest.mark.parametrize("values", [["shared"], ["default", "shared"]])
-def test_required_affinity_on_the_shared_config_is_denied(guard, core_v1, values):
-    answer = create(core_v1, guard["plain"], pod(unique("affinity"), count=2, affinity_values=values))
-    assert answer is not None, f"affinity In {values} was admitted"
-    assert "container 'cuda' asks for 2 nvidia.com/gpu" in answer[1]
-
-
-def test_required_affinity_on_the_unsplit_config_is_admitted(guard, core_v1):
-    assert create(core_v1, guard["plain"], pod(unique("affinity"), count=2, affinity_values=["default"])) is None
+def test_one_slice_is_admitted_anywhere(guard, core_v1):
+    assert create(core_v1, guard["plain"], pod(unique("one"), guard["gpu"], count=1)) is None
 
 
 def test_init_containers_and_requests_are_checked(guard, core_v1):
-    answer = create(core_v1, guard["plain"], pod(unique("init"), count=3, init_count=2, requests=True, selector={CONFIG_LABEL: "shared"}))
+    answer = create(core_v1, guard["plain"], pod(unique("init"), guard["gpu"], count=3, init_count=2, requests=True))
     assert answer is not None
-    assert "container 'warmup' asks for 2 nvidia.com/gpu; container 'cuda' asks for 3 nvidia.com/gpu" in answer[1]
+    assert f"container 'warmup' asks for 2 {guard['gpu']}; container 'cuda' asks for 3 {guard['gpu']}." in answer[1]
 
 
-def test_pods_without_resources_selector_or_affinity_are_admitted(guard, core_v1):
-    assert create(core_v1, guard["opted"], pod(unique("bare"), resources=False)) is None
-    assert create(core_v1, guard["plain"], pod(unique("bare"), resources=False, selector={CONFIG_LABEL: "shared"})) is None
+def test_pods_without_gpu_resources_are_admitted(guard, core_v1):
+    assert create(core_v1, guard["plain"], pod(unique("bare"), guard["gpu"], resources=False)) is None
 
 
-def test_a_gated_pod_cannot_be_moved_onto_the_shared_node(guard, core_v1):
-    name = unique("gated")
-    # Scheduling-gated: never bound, so it takes no slot; its placement may still change.
-    assert create(core_v1, guard["plain"], pod(name, count=2, gates=["gpushare.k8s/hold"]), dry_run=False) is None
+def test_kube_system_is_out_of_scope(guard, core_v1):
+    # The binding covers kube-system; the policy's own namespace selector leaves it out.
+    assert create(core_v1, "kube-system", pod(unique("system"), guard["gpu"])) is None
+    assert create(core_v1, guard["plain"], pod(unique("system"), guard["gpu"])) is not None
+
+
+def test_a_relabelled_node_is_guarded_once_the_role_runs_again(guard, core_v1, run_playbook):
+    whole = localise("guard-whole", guard["map"])
+    pinned = {"nodeSelector": {"kubernetes.io/hostname": whole}}
+    gated = unique("gated")
+    # Scheduling-gated: never bound, so it takes no slot; its placement may still gain constraints.
+    assert create(core_v1, guard["plain"], pod(gated, guard["gpu"], placement=pinned, gates=["gpushare.k8s/hold"]), dry_run=False) is None
     try:
+        core_v1.patch_node(whole, {"metadata": {"labels": {guard["label"]: "shared"}}})
+        # The policy is a snapshot of the nodes: until the role runs again, the node counts as unshared.
+        assert create(core_v1, guard["plain"], pod(unique("stale"), guard["gpu"], placement=pinned)) is None
+        again = run_playbook(PLAYBOOK, extra_vars=guard["vars"])
+        assert again.returncode == 0 and recap(again)["changed"] > 0, again.stdout[-4000:]
+        wait_for(lambda: create(core_v1, guard["plain"], pod(unique("fresh"), guard["gpu"], placement=pinned)),
+                 timeout=60, what=f"the re-run guard to refuse 2 slices pinned to {whole}")
+        answer = create(core_v1, guard["plain"], pod(unique("fresh"), guard["gpu"], placement=pinned))
+        assert f"on nodes this Pod can reach: {whole} ({guard['label']}=shared)." in answer[1]
+        # The gated Pod gains a selector that still leads to the node: checked, and refused.
         with pytest.raises(ApiException) as denied:
-            core_v1.patch_namespaced_pod(name, guard["plain"], {"spec": {"nodeSelector": {CONFIG_LABEL: "shared"}}})
-        assert "asks for 2 nvidia.com/gpu" in denied.value.body
+            core_v1.patch_namespaced_pod(gated, guard["plain"], {"spec": {"nodeSelector": {guard["label"]: "shared"}}})
+        assert f"asks for 2 {guard['gpu']}" in denied.value.body
         # Updates that leave the placement alone are not checked.
-        core_v1.patch_namespaced_pod(name, guard["plain"], {"metadata": {"labels": {"checked": "no"}}})
+        core_v1.patch_namespaced_pod(gated, guard["plain"], {"metadata": {"labels": {"checked": "no"}}})
     finally:
-        core_v1.delete_namespaced_pod(name, guard["plain"], grace_period_seconds=0)
+        core_v1.delete_namespaced_pod(gated, guard["plain"], grace_period_seconds=0)
+        core_v1.patch_node(whole, {"metadata": {"labels": {guard["label"]: "default"}}})
+        restored = run_playbook(PLAYBOOK, extra_vars=guard["vars"])
+        assert restored.returncode == 0, restored.stdout[-4000:]
 
 
 def test_second_run_changes_nothing(guard, run_playbook):
@@ -228,6 +274,6 @@ def test_absent_removes_the_guard_and_its_manifest(guard, run_playbook, kubeconf
     assert recap(proc)["changed"] > 0
     assert not _policy_exists(kubeconfig, guard["name"])
     assert not (guard["root"] / "k8s" / "admission-guard.yaml").exists()
-    # With the guard gone, the opt-in namespace admits what it refused (once the API server has dropped it).
-    wait_for(lambda: create(core_v1, guard["opted"], pod(unique("after"), count=2)) is None, timeout=60,
-             what="the opt-in namespace to admit an over-request after removal")
+    # With the guard gone, what it refused is admitted (once the API server has dropped it).
+    wait_for(lambda: create(core_v1, guard["plain"], pod(unique("after"), guard["gpu"])) is None, timeout=60,
+             what="an over-request to be admitted after removal")
