@@ -164,12 +164,13 @@ def test_manifest_carries_every_time_sliced_node_with_its_labels(guard):
     docs = list(yaml.safe_load_all((guard["root"] / "k8s" / "admission-guard.yaml").read_text()))
     assert [d["kind"] for d in docs] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
     variables = {v["name"]: v["expression"] for v in docs[0]["spec"]["variables"]}
-    sliced = json.loads(variables["nodes"])
+    sliced = [f"{guard['name']}-busy", f"{guard['name']}-shared"]
+    assert json.loads(variables["nodes"]) == sliced
     by_name = {node["name"]: node for node in guard["nodes"]}
-    assert [node["name"] for node in sliced] == [f"{guard['name']}-busy", f"{guard['name']}-shared"]
-    for node in sliced:  # every label of the node, as the cluster has it (the kubelet adds none to these Nodes)
-        assert node["labels"] == by_name[node["name"]]["labels"]
-        assert node["resources"] == [guard["gpu"]]
+    # every label of each node, as the cluster has it (nothing adds labels to these Nodes)
+    assert json.loads(variables["nodeLabels"]) == {node: by_name[node]["labels"] for node in sliced}
+    assert json.loads(variables["nodeConfigs"]) == dict(zip(sliced, ["busy", "shared"]))
+    assert json.loads(variables["nodeResources"]) == {node: [guard["gpu"]] for node in sliced}
     assert json.loads(variables["names"]) == [guard["gpu"]]
     assert docs[0]["spec"]["matchConstraints"]["namespaceSelector"] == {
         "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}]}
