@@ -260,10 +260,25 @@ def test_a_relabelled_node_is_guarded_once_the_role_runs_again(guard, core_v1, r
         assert restored.returncode == 0, restored.stdout[-4000:]
 
 
+def test_without_any_time_sliced_node_the_guard_installs_and_refuses_nothing(guard, core_v1, run_playbook, kubeconfig):
+    # No node carries this config label: empty node and name lists (the API server once panicked on such a policy).
+    other = unique("gpushare-it-empty")
+    role_vars = {**guard["vars"], "admission_guard_name": other, "admission_guard_config_label": f"gpushare-it.k8s/{other[-6:]}",
+                 "admission_guard_file": ""}  # the module's guard keeps its manifest file
+    try:
+        proc = run_playbook(PLAYBOOK, extra_vars=role_vars)
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        assert "No node time-slices a GPU with failRequestsGreaterThanOne" in proc.stdout
+        assert _policy_exists(kubeconfig, other)
+    finally:
+        removed = run_playbook(PLAYBOOK, extra_vars={**role_vars, "admission_guard_state": "absent"})
+        assert removed.returncode == 0, removed.stdout[-4000:]
+
+
 def test_second_run_changes_nothing(guard, run_playbook):
     check = run_playbook(PLAYBOOK, extra_vars=guard["vars"], check=True)
     assert check.returncode == 0, check.stdout[-4000:]
-    assert recap(check)["changed"] == 0, [l for l in check.stdout.splitlines() if l.startswith(("TASK", "changed"))]
+    assert recap(check)["changed"] == 0, check.stdout[-6000:]
     again = run_playbook(PLAYBOOK, extra_vars=guard["vars"])
     assert again.returncode == 0, again.stdout[-4000:]
     assert recap(again)["changed"] == 0, [l for l in again.stdout.splitlines() if l.startswith(("TASK", "changed"))]
