@@ -36,10 +36,11 @@ def unshared_configs(configs):
         raise AnsibleFilterError(str(exc)) from None
 
 
-def admission_guard_params(configs, nodes, label=_guards.CONFIG_LABEL, default_config=None):
+def admission_guard_params(configs, nodes, label=_guards.CONFIG_LABEL, default_config=None, ignored_labels=()):
     """The time-sliced nodes (name, config, labels, resources), their names and the fix per name, for the admission policy."""
     try:
-        return _guards.guard_params(_checked_names(configs), list(nodes or []), label=label, default_config=default_config or None)
+        return _guards.guard_params(_checked_names(configs), list(nodes or []), label=label, default_config=default_config or None,
+                                    ignored_labels=ignored_labels or ())
     except (_dp.ConfigError, ValueError, TypeError) as exc:
         raise AnsibleFilterError(str(exc)) from None
 

@@ -144,6 +144,12 @@ def config_label_errors(nodes, keys, configmap="device-plugin-configs", namespac
 
 # --- Which nodes slice which names, and which of them a Pod can reach ---------------------------------------------
 
+def _ignored(ignored_labels):
+    if isinstance(ignored_labels, (str, bytes)) or not all(isinstance(key, str) and key for key in ignored_labels or ()):
+        raise ConfigError("ignored_labels", "must be a list of label keys, got %r" % (ignored_labels,), "write e.g. [nvidia.com/gfd.timestamp]")
+    return frozenset(ignored_labels or ())
+
+
 _NODES_FIX = "give Node objects (the resources of kubernetes.core.k8s_info kind=Node) or entries {name, labels}"
 
 
@@ -161,7 +167,7 @@ def _node_identity(node):
     return name, {str(key): str(labels[key]) for key in sorted(labels, key=str)}
 
 
-def sliced_nodes(nodes, configs, label=CONFIG_LABEL, default_config=None):
+def sliced_nodes(nodes, configs, label=CONFIG_LABEL, default_config=None, ignored_labels=()):
     """Every node on which some resource name is time-sliced with ``failRequestsGreaterThanOne``, sorted by name.
 
     ``nodes`` are Node objects (or ``{name, labels}``), ``configs`` the named device-plugin configs (the ConfigMap's
@@ -170,7 +176,10 @@ def sliced_nodes(nodes, configs, label=CONFIG_LABEL, default_config=None):
     ``{name, config, labels, resources, known}``: ``resources`` the names sliced there, ``labels`` all of the node's
     labels (what a Pod may select it by). A node whose label names a config missing from ``configs`` cannot be judged,
     so it counts as slicing every name some config slices (``known: false``): the guard errs on refusing.
+    Labels in ``ignored_labels`` (values that change on their own, such as gpu-feature-discovery's
+    ``nvidia.com/gfd.timestamp``) are left out of ``labels``; :func:`reachable_nodes` counts any requirement on them as met.
     """
+    ignored = _ignored(ignored_labels)
     sliced = time_sliced_resources(configs)
     every_name = sorted({name for names in sliced.values() for name in names})
     known_configs = {str(name) for name in configs}
@@ -181,6 +190,7 @@ def sliced_nodes(nodes, configs, label=CONFIG_LABEL, default_config=None):
     result = []
     seen = set()
     for name, labels in sorted(map(_node_identity, nodes)):
+        labels = {key: value for key, value in labels.items() if key not in ignored}
         if name in seen:
             raise ConfigError("nodes", "node %s is listed twice" % name, _NODES_FIX)
         seen.add(name)
@@ -213,15 +223,15 @@ def _fix(name, label, plain, unshared):
     return text + "."
 
 
-def guard_params(configs, nodes, label=CONFIG_LABEL, default_config=None):
+def guard_params(configs, nodes, label=CONFIG_LABEL, default_config=None, ignored_labels=()):
     """What the admission policy is built from: the sliced nodes, the names they slice, the fix per name.
 
     ``{"nodes": [{name, config, labels, resources}], "names": [...], "fixes": {name: text}, "unshared": [...],
-    "unknown": [node names whose config label names a config the model lacks]}``. The policy refuses a Pod in
+    "unknown": [node names whose config label names a config the model lacks], "ignored": [label keys left out]}``. The policy refuses a Pod in
     which a container asks for more than one unit of a name when the Pod can reach (:func:`reachable_nodes`) a
     node in ``nodes`` that slices that name. It is a snapshot: re-compute it whenever node labels or configs change.
     """
-    nodes = sliced_nodes(nodes, configs, label=label, default_config=default_config)
+    nodes = sliced_nodes(nodes, configs, label=label, default_config=default_config, ignored_labels=ignored_labels)
     names = sorted({name for node in nodes for name in node["resources"]})
     unshared = unshared_configs(configs)
     plain = {}
@@ -234,6 +244,7 @@ def guard_params(configs, nodes, label=CONFIG_LABEL, default_config=None):
         "fixes": {name: _fix(name, label, sorted(plain.get(name, ())), unshared) for name in names},
         "unshared": unshared,
         "unknown": [node["name"] for node in nodes if not node["known"]],
+        "ignored": sorted(_ignored(ignored_labels)),
     }
 
 
@@ -284,22 +295,25 @@ def _field_matches(expression, name):
     return True
 
 
-def _term_matches(term, name, labels):
+def _term_matches(term, name, labels, ignored):
     """A node selector term: every expression and field requirement holds; an empty term matches no node."""
     expressions = (term or {}).get("matchExpressions") or []
     fields = (term or {}).get("matchFields") or []
     if not expressions and not fields:
         return False
-    return all(_expression_matches(e, labels) for e in expressions) and all(_field_matches(f, name) for f in fields)
+    return (all(e.get("key") in ignored or _expression_matches(e, labels) for e in expressions)
+            and all(_field_matches(f, name) for f in fields))
 
 
-def reachable_nodes(pod, nodes):
+def reachable_nodes(pod, nodes, ignored_labels=()):
     """Names of the ``nodes`` (``{name, labels}``) a Pod may run on, judged from its placement alone.
 
     A node is reachable unless the Pod provably excludes it: ``spec.nodeName`` names another node, a
     ``nodeSelector`` entry differs, or no term of the required node affinity matches it. Taints, resources and
-    preferred affinity are ignored (they do not pin a Pod). The admission policy's CEL evaluates the same rules.
+    preferred affinity are ignored (they do not pin a Pod). A requirement on a label in ``ignored_labels`` (left out
+    of the nodes' snapshot) counts as met. The admission policy's CEL evaluates the same rules.
     """
+    ignored = _ignored(ignored_labels)
     spec = pod.get("spec", pod) if isinstance(pod, dict) else {}
     spec = spec or {}
     node_name = spec.get("nodeName") or ""
@@ -310,9 +324,9 @@ def reachable_nodes(pod, nodes):
         name, labels = _node_identity(node)
         if node_name and node_name != name:
             continue
-        if any(labels.get(key) != str(value) for key, value in selector.items()):
+        if any(key not in ignored and labels.get(key) != str(value) for key, value in selector.items()):
             continue
-        if required is not None and not any(_term_matches(term, name, labels) for term in required.get("nodeSelectorTerms") or []):
+        if required is not None and not any(_term_matches(term, name, labels, ignored) for term in required.get("nodeSelectorTerms") or []):
             continue
         reached.append(name)
     return reached

@@ -96,6 +96,7 @@ def guard(core_v1, run_playbook, kubeconfig, tmp_path_factory):
         "admission_guard_name": name,
         "admission_guard_configs": localise(TABLE["configs"], mapping),
         "admission_guard_config_label": mapping[CONFIG_LABEL],
+        "admission_guard_ignored_labels": TABLE["ignored_labels"],
         # kube-system is bound too: the policy itself must leave it out.
         "admission_guard_namespace_selector": {"matchExpressions": [
             {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [plain, "kube-system"]}]},
@@ -167,8 +168,10 @@ def test_manifest_carries_every_time_sliced_node_with_its_labels(guard):
     sliced = [f"{guard['name']}-busy", f"{guard['name']}-shared"]
     assert json.loads(variables["nodes"]) == sliced
     by_name = {node["name"]: node for node in guard["nodes"]}
-    # every label of each node, as the cluster has it (nothing adds labels to these Nodes)
-    assert json.loads(variables["nodeLabels"]) == {node: by_name[node]["labels"] for node in sliced}
+    # every label of each node, as the cluster has it (nothing adds labels to these Nodes), but the ignored ones
+    assert json.loads(variables["nodeLabels"]) == {
+        node: {k: v for k, v in by_name[node]["labels"].items() if k not in TABLE["ignored_labels"]} for node in sliced}
+    assert json.loads(variables["ignoredLabels"]) == TABLE["ignored_labels"]
     assert json.loads(variables["nodeConfigs"]) == dict(zip(sliced, ["busy", "shared"]))
     assert json.loads(variables["nodeResources"]) == {node: [guard["gpu"]] for node in sliced}
     assert json.loads(variables["names"]) == [guard["gpu"]]
@@ -275,7 +278,9 @@ def test_without_any_time_sliced_node_the_guard_installs_and_refuses_nothing(gua
         assert removed.returncode == 0, removed.stdout[-4000:]
 
 
-def test_second_run_changes_nothing(guard, run_playbook):
+def test_second_run_changes_nothing(guard, run_playbook, core_v1):
+    # gpu-feature-discovery rewrites its timestamp on every pass: an ignored label, so nothing to change.
+    core_v1.patch_node(localise("guard-shared", guard["map"]), {"metadata": {"labels": {"nvidia.com/gfd.timestamp": "1764550800"}}})
     check = run_playbook(PLAYBOOK, extra_vars=guard["vars"], check=True)
     assert check.returncode == 0, check.stdout[-4000:]
     assert recap(check)["changed"] == 0, check.stdout[-6000:]

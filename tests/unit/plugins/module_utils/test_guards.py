@@ -136,18 +136,27 @@ def case_pod(placement):
 
 
 def test_the_table_slices_two_nodes_and_leaves_the_whole_and_cpu_nodes_out():
-    params = guard_params(TABLE["configs"], TABLE["nodes"])
+    params = guard_params(TABLE["configs"], TABLE["nodes"], ignored_labels=TABLE["ignored_labels"])
     assert [(n["name"], n["config"], n["resources"]) for n in params["nodes"]] == [
         ("guard-busy", "busy", ["nvidia.com/gpu"]), ("guard-shared", "shared", ["nvidia.com/gpu"])]
-    assert params["nodes"][1]["labels"] == TABLE["nodes"][0]["labels"]  # every label, for selection by any of them
+    # every label, for selection by any of them, but those whose values change on their own
+    assert params["nodes"][1]["labels"] == {k: v for k, v in TABLE["nodes"][0]["labels"].items() if k != "nvidia.com/gfd.timestamp"}
+    assert params["ignored"] == ["nvidia.com/gfd.timestamp"]
     assert params["names"] == ["nvidia.com/gpu"]
     assert params["unshared"] == ["default"] and params["unknown"] == []
 
 
 @pytest.mark.parametrize("case", TABLE["cases"], ids=[case["id"] for case in TABLE["cases"]])
 def test_table_case_reaches_exactly_the_listed_sliced_nodes(case):
+    sliced = guard_params(TABLE["configs"], TABLE["nodes"], ignored_labels=TABLE["ignored_labels"])["nodes"]
+    assert reachable_nodes(case_pod(case["placement"]), sliced, ignored_labels=TABLE["ignored_labels"]) == case["reaches"]
+
+
+def test_without_ignoring_it_a_volatile_label_pins_like_any_other():
     sliced = guard_params(TABLE["configs"], TABLE["nodes"])["nodes"]
-    assert reachable_nodes(case_pod(case["placement"]), sliced) == case["reaches"]
+    assert reachable_nodes(case_pod({"nodeSelector": {"nvidia.com/gfd.timestamp": "1"}}), sliced) == []
+    with pytest.raises(ConfigError, match="ignored_labels: must be a list of label keys"):
+        guard_params(TABLE["configs"], TABLE["nodes"], ignored_labels="nvidia.com/gfd.timestamp")
 
 
 def test_reachability_counts_every_node_not_only_sliced_ones():
