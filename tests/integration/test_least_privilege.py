@@ -6,8 +6,15 @@
 - Each rule of that RBAC is needed: for every rule (and every patch verb that shares a rule
   with get), a ServiceAccount bound to the RBAC minus that rule runs the lab up to the step
   that needs it, which fails naming the forbidden verb and resource.
+- What was taken away is refused by the real API server: relabelling a namespace (Pod Security),
+  writing admission policies (the administrator installs the guard), node writes beyond the
+  nvidia.com/* keys (the administrator's node-keys policy), lists outside the lab's namespaces.
+- No inventory value can inject an object into the RBAC (a ClusterRoleBinding to cluster-admin
+  was reproduced with the YAML template): it is refused before anything is applied.
 - The opt-in team ServiceAccount can run Pods in team-a and nothing else (real API calls).
-- Tokens never reach the output (-vvv included) and the files holding them are 0600.
+- Tokens expire (TokenRequest); no long-lived token Secret exists. Tokens and other credentials
+  never reach the output (-vvv and --diff included), a kubeconfig the role did not write is never
+  replaced unless forced, and the files holding credentials are 0600.
 """
 from __future__ import annotations
 
@@ -28,15 +35,19 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+import conftest
 from conftest import REPO, VENV_BIN, subprocess_env
 from lab_helpers import unique, wait_for
 
-CLUSTER = "gpushare-it-lp"
+# A cluster of its own, named after the one the run was given (gpushare-it-lp for the default cluster).
+CLUSTER = "gpushare-it-lp" if conftest.CLUSTER == "gpushare" else f"{conftest.CLUSTER}-lp"
 ADMIN_KUBECONFIG = Path.home() / ".kwok" / "clusters" / CLUSTER / "kubeconfig.yaml"
 KWOKCTL_CONFIG = Path.home() / ".kwok" / f"{CLUSTER}.kwokctl.yaml"
 SA_NAMESPACE, SA, TEAM_SA = "gpushare-system", "gpushare-lab", "gpushare-team"
 LAB_NS, TEAM_NS = "gpu-share", "team-a"
 CONFIGMAP, QUOTA, GUARD = "device-plugin-configs", "gpu-quota", "gpushare-time-slicing-guard"
+NODE_KEYS = f"{SA}-node-keys"
+SA_USER = f"system:serviceaccount:{SA_NAMESPACE}:{SA}"
 RBAC_GROUP = "rbac.authorization.k8s.io"
 WORKERS = 4
 
@@ -155,6 +166,156 @@ def test_the_kubeconfig_is_the_service_account_and_nothing_more(lp):
         assert caught.value.status == 403, f"the lab's ServiceAccount could {what}"
 
 
+# --------------------------------------------------------------------------- what was taken away is refused
+
+
+def sa_api(lp):
+    return config.new_client_from_config(config_file=str(lp["sa_kubeconfig"]))
+
+
+def denied(attempt) -> str:
+    """The API server's refusal of ``attempt`` (RBAC's 403 or an admission policy's), as its message."""
+    with pytest.raises(ApiException) as caught:
+        attempt()
+    assert caught.value.status in (403, 422), caught.value
+    return json.loads(caught.value.body)["message"]
+
+
+@pytest.mark.usefixtures("lab_as_sa")
+def test_the_service_account_cannot_relabel_a_namespace(lp):
+    """No namespace patch: Pod Security (or the guard's opt-in label) stays the administrator's."""
+    core = client.CoreV1Api(sa_api(lp))
+    for namespace in (LAB_NS, TEAM_NS):
+        privileged = {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "privileged"}}}
+        message = denied(lambda: core.patch_namespace(namespace, privileged))
+        assert f'User "{SA_USER}" cannot patch resource "namespaces" in API group "" in the namespace "{namespace}"' in message
+        assert core.read_namespace(namespace).metadata.name == namespace  # it may still read it (step 1)
+    assert "pod-security.kubernetes.io/enforce" not in (lp["core"].read_namespace(LAB_NS).metadata.labels or {})
+
+
+@pytest.mark.usefixtures("lab_as_sa")
+def test_the_guard_is_the_administrators_and_the_service_account_only_reads_it(lp):
+    admission = client.AdmissionregistrationV1Api(sa_api(lp))
+    policy = admission.read_validating_admission_policy(GUARD)  # installed by playbooks/rbac.yml, read by the lab
+    assert policy.metadata.name == GUARD
+    fields = {f.manager for f in policy.metadata.managed_fields}
+    assert fields and not any("serviceaccount" in manager.lower() for manager in fields)
+    rogue = {"metadata": {"name": unique("lp-rogue")}, "spec": {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]},
+        "validations": [{"expression": "false"}]}}
+    group = 'in API group "admissionregistration.k8s.io" at the cluster scope'
+    assert f'cannot create resource "validatingadmissionpolicies" {group}' in denied(
+        lambda: admission.create_validating_admission_policy(rogue))
+    off = {"spec": {"validationActions": ["Audit"]}}
+    assert f'cannot patch resource "validatingadmissionpolicybindings" {group}' in denied(
+        lambda: admission.patch_validating_admission_policy_binding(GUARD, off))
+    assert f'cannot delete resource "validatingadmissionpolicies" {group}' in denied(
+        lambda: admission.delete_validating_admission_policy(GUARD))
+    assert f'cannot patch resource "validatingadmissionpolicies" {group}' in denied(
+        lambda: admission.patch_validating_admission_policy(NODE_KEYS, {"spec": {"failurePolicy": "Ignore"}}))
+
+
+NODE = "lab-node-0"
+POLICY_DENIAL = f"ValidatingAdmissionPolicy '{NODE_KEYS}' with binding '{NODE_KEYS}' denied request"
+NODE_WRITES = {
+    # what the ServiceAccount tries: (patch of the node or of its status, what the refusal names)
+    "another label": ("node", {"metadata": {"labels": {"node-role.kubernetes.io/control-plane": ""}}},
+                      "may change only nvidia.com/* labels of a node; this request changes node-role.kubernetes.io/control-plane"),
+    "a label removed": ("node", {"metadata": {"labels": {"kubernetes.io/hostname": None}}},
+                        "may change only nvidia.com/* labels of a node; this request changes kubernetes.io/hostname"),
+    "a label that merely looks like ours": ("node", {"metadata": {"labels": {"nvidia.com.evil/x": "1"}}},
+                                            "this request changes nvidia.com.evil/x"),
+    "an annotation": ("node", {"metadata": {"annotations": {"example.com/owner": "lab"}}},
+                      "may not change a node's annotations, finalizers or owner references"),
+    "a taint": ("node", {"spec": {"taints": [{"key": "example.com/drain", "effect": "NoSchedule"}]}},
+                "may not change a node's spec"),
+    "unschedulable": ("node", {"spec": {"unschedulable": True}}, "may not change a node's spec"),
+    "another extended resource": ("status", {"status": {"capacity": {"example.com/fpga": "4"}, "allocatable": {"example.com/fpga": "4"}}},
+                                  "may change only nvidia.com/* status.capacity resources of a node; this request changes example.com/fpga"),
+    "cpu": ("status", {"status": {"allocatable": {"cpu": "512"}}},
+            "may change only nvidia.com/* status.allocatable resources of a node; this request changes cpu"),
+    "a condition": ("status", {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Drained"}]}},
+                    "may not change a node's status other than capacity and allocatable"),
+}
+
+
+@pytest.mark.usefixtures("lab_as_sa")
+@pytest.mark.parametrize("what", NODE_WRITES)
+def test_node_writes_are_limited_to_nvidia_keys(lp, what):
+    """The administrator's node-keys policy (CEL on oldObject and object, matched to the ServiceAccount's user)."""
+    core = client.CoreV1Api(sa_api(lp))
+    kind, body, names = NODE_WRITES[what]
+    patch = core.patch_node if kind == "node" else core.patch_node_status
+    before = lp["core"].read_node(NODE)
+    message = wait_for(lambda: (lambda m: m if POLICY_DENIAL in m else None)(denied(lambda: patch(NODE, body))),
+                       timeout=15, what="the node-keys policy to refuse the write")
+    assert SA_USER in message and names in message, message
+    after = lp["core"].read_node(NODE)
+    assert (after.metadata.labels, after.metadata.annotations, after.spec.taints, after.spec.unschedulable) == (
+        before.metadata.labels, before.metadata.annotations, before.spec.taints, before.spec.unschedulable)
+    assert "example.com/fpga" not in after.status.capacity and after.status.allocatable["cpu"] == before.status.allocatable["cpu"]
+
+
+@pytest.mark.usefixtures("lab_as_sa")
+def test_node_writes_of_nvidia_keys_pass_and_the_policy_binds_only_the_service_account(lp):
+    core = client.CoreV1Api(sa_api(lp))
+    core.patch_node(NODE, {"metadata": {"labels": {"nvidia.com/lp-probe": "1"}}})
+    core.patch_node(NODE, {"metadata": {"labels": {"nvidia.com/lp-probe": None}}})
+    slots = lp["core"].read_node(NODE).status.capacity["nvidia.com/gpu"]
+    core.patch_node_status(NODE, {"status": {"capacity": {"nvidia.com/gpu": slots}, "allocatable": {"nvidia.com/gpu": slots}}})
+    # The administrator (another user) is not bound by the ServiceAccount's policy.
+    lp["core"].patch_node(NODE, {"metadata": {"annotations": {"example.com/admin": "yes"}}})
+    lp["core"].patch_node(NODE, {"metadata": {"annotations": {"example.com/admin": None}}})
+
+
+@pytest.mark.usefixtures("lab_as_sa")
+def test_lists_are_scoped_to_the_lab_namespaces(lp):
+    api = sa_api(lp)
+    core, apps, batch = client.CoreV1Api(api), client.AppsV1Api(api), client.BatchV1Api(api)
+    for namespace in (LAB_NS, TEAM_NS):  # what the reports read ...
+        core.list_namespaced_pod(namespace)
+        apps.list_namespaced_deployment(namespace)
+        batch.list_namespaced_job(namespace)
+    core.list_namespaced_resource_quota(TEAM_NS)
+    core.list_node()  # nodes belong to no namespace
+    cluster_wide = 'at the cluster scope'
+    refused = {  # ... and nothing beyond them
+        f'cannot list resource "pods" in API group "" {cluster_wide}': core.list_pod_for_all_namespaces,
+        f'cannot list resource "resourcequotas" in API group "" {cluster_wide}': core.list_resource_quota_for_all_namespaces,
+        f'cannot list resource "deployments" in API group "apps" {cluster_wide}': apps.list_deployment_for_all_namespaces,
+        f'cannot list resource "cronjobs" in API group "batch" {cluster_wide}': batch.list_cron_job_for_all_namespaces,
+        'cannot list resource "pods" in API group "" in the namespace "kube-system"': lambda: core.list_namespaced_pod("kube-system"),
+        'cannot list resource "resourcequotas" in API group "" in the namespace "gpu-share"':
+            lambda: core.list_namespaced_resource_quota(LAB_NS),
+        'cannot list resource "namespaces" in API group "" at the cluster scope': core.list_namespace,
+    }
+    for expected, attempt in refused.items():
+        assert f'User "{SA_USER}" {expected}' in denied(attempt)
+
+
+INJECTED_BINDING = "lp-injected-admin"
+INJECTION = (f"{TEAM_NS}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {INJECTED_BINDING}\n"
+             "roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: cluster-admin\nsubjects:\n"
+             f"- kind: ServiceAccount\n  name: {SA}\n  namespace: {SA_NAMESPACE}\n---\napiVersion: v1\nkind: Namespace\n"
+             f"metadata:\n  name: {TEAM_NS}")
+
+
+def test_an_injected_namespace_is_refused_before_anything_is_applied(lp, run_playbook):
+    """Reproduced with the YAML template: this inventory value bound the ServiceAccount to cluster-admin."""
+    manifest = lp["work"] / "injected-rbac.yaml"
+    proc = run_playbook("playbooks/rbac.yml", extra_vars=dict(lp["rbac_vars"], gpushare_team_namespace=INJECTION,
+                                                             rbac_manifest_path=str(manifest)))
+    rbac_api = client.RbacAuthorizationV1Api(admin_client())
+    bindings = [b.metadata.name for b in rbac_api.list_cluster_role_binding().items if b.role_ref.name == "cluster-admin"]
+    assert INJECTED_BINDING not in bindings, "the injected ClusterRoleBinding to cluster-admin was applied"
+    assert proc.returncode != 0, tail(proc)
+    output = normalised(proc.stdout + proc.stderr)
+    assert "rbac_team_namespace: " in output and "team-a\\n---\\napiVersion" in output, tail(proc)
+    assert "is not a DNS-1123 label" in output
+    assert "Fix: use a name such as team-a" in output
+    assert not manifest.exists()
+
+
 # --------------------------------------------------------------------------- the team ServiceAccount
 
 
@@ -250,6 +411,85 @@ def test_files_holding_credentials_are_private(lp):
     assert token_of(lp["sa_kubeconfig"]) not in manifest and "token:" not in manifest
 
 
+def guard_parameters(playbook: str) -> dict:
+    [play] = yaml.safe_load((REPO / "playbooks" / playbook).read_text())
+    [entry] = [r for r in play["roles"] if r["role"] == "gpushare.k8s.admission_guard"]
+    return {key: value for key, value in entry.items() if key.startswith("admission_guard_") and key != "admission_guard_state"}
+
+
+def test_the_administrator_installs_the_guard_the_lab_would_write():
+    """The lab run as the ServiceAccount writes nothing only if playbooks/rbac.yml installs the same guard."""
+    assert guard_parameters("rbac.yml") == guard_parameters("lab.yml")
+
+
+def kubectl_binary() -> str:
+    """kubectl as the lab cluster uses it (kwokctl's own config names it)."""
+    for doc in yaml.safe_load_all((ADMIN_KUBECONFIG.parent / "kwok.yaml").read_text()):
+        binary = ((doc or {}).get("options") or {}).get("kubectlBinary")
+        if binary and os.path.isfile(binary):
+            return binary
+    return "kubectl"
+
+
+def jwt_claims(token: str) -> dict:
+    payload = token.split(".")[1]
+    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+
+
+@pytest.mark.usefixtures("lab_as_sa")
+def test_the_kubeconfig_holds_an_expiring_token_and_no_long_lived_token_exists(lp):
+    for kubeconfig, namespace, account in ((lp["sa_kubeconfig"], SA_NAMESPACE, SA), (lp["team_kubeconfig"], TEAM_NS, TEAM_SA)):
+        claims = jwt_claims(token_of(kubeconfig))
+        assert claims["sub"] == f"system:serviceaccount:{namespace}:{account}"
+        assert claims["exp"] - claims["iat"] == 8 * 3600  # the default token_expiration
+        secrets = lp["core"].list_namespaced_secret(namespace).items
+        assert not [s.metadata.name for s in secrets if s.type == "kubernetes.io/service-account-token"]
+        # kubectl itself reads the file (the collection's mark is a kubeconfig extension it keeps and ignores).
+        whoami = subprocess.run([kubectl_binary(), "--kubeconfig", str(kubeconfig), "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"],
+                                capture_output=True, text=True, timeout=60, check=False)
+        assert whoami.returncode == 0 and whoami.stdout == f"system:serviceaccount:{namespace}:{account}", whoami.stderr
+        marks = [e for e in yaml.safe_load(kubeconfig.read_text())["extensions"] if e["name"] == "gpushare.k8s/service-account-kubeconfig"]
+        assert marks[0]["extension"]["serviceAccount"] == f"{namespace}/{account}"
+
+
+@pytest.mark.usefixtures("lab_as_sa")
+def test_a_second_run_keeps_a_valid_token(lp, run_playbook):
+    before = lp["sa_kubeconfig"].read_text()
+    proc = run_playbook("playbooks/rbac.yml", extra_vars=lp["rbac_vars"])
+    assert proc.returncode == 0, tail(proc)
+    assert lp["sa_kubeconfig"].read_text() == before
+
+
+def test_someone_elses_kubeconfig_is_never_replaced_unless_forced_nor_shown(lp, run_playbook):
+    """The administrator's own kubeconfig (client certificate and key) at the kubeconfig path."""
+    path = lp["work"] / "admins" / "config"
+    path.parent.mkdir(mode=0o700)
+    path.write_text(ADMIN_KUBECONFIG.read_text())
+    admin_user = yaml.safe_load(path.read_text())["users"][0]["user"]
+    credentials = [admin_user[key] for key in ("client-key-data", "client-certificate-data") if key in admin_user]
+    credentials += [base64.b64decode(value).decode() for value in credentials]
+    assert credentials, "the lab cluster's admin kubeconfig holds a client key"
+    extra = dict(lp["rbac_vars"], rbac_kubeconfig_path=str(path), rbac_team_access=False)
+
+    refused = run_playbook("playbooks/rbac.yml", extra_vars=extra, diff=True)
+    assert refused.returncode != 0, tail(refused)
+    output = normalised(refused.stdout + refused.stderr)
+    assert f"{path} exists and was not written by gpushare.k8s.service_account_kubeconfig" in output, tail(refused)
+    assert "set force: true to replace it" in output
+    assert path.read_text() == ADMIN_KUBECONFIG.read_text()
+
+    forced = run_playbook("playbooks/rbac.yml", extra_vars=dict(extra, rbac_kubeconfig_force=True), diff=True, extra_args=["-v"])
+    assert forced.returncode == 0, tail(forced)
+    replaced = yaml.safe_load(path.read_text())
+    assert replaced["users"][0]["user"].keys() == {"token"} and replaced["extensions"][0]["name"] == "gpushare.k8s/service-account-kubeconfig"
+    shown = forced.stdout + forced.stderr
+    assert "client-key-data" in shown  # the diff shows the replaced file's shape ...
+    for value in credentials:  # ... and none of its credentials
+        for line in value.splitlines():
+            if len(line) > 16:
+                assert line[:40] not in shown, "a credential of the replaced kubeconfig is in the output"
+
+
 # --------------------------------------------------------------------------- every rule is needed
 
 
@@ -271,6 +511,7 @@ class Case(NamedTuple):
 CORE, APPS, BATCH, ADMISSION = "", "apps", "batch", "admissionregistration.k8s.io"
 VAP = ("validatingadmissionpolicies", "validatingadmissionpolicybindings")
 WORKLOADS_CORE = ("pods", "podtemplates", "replicationcontrollers")
+APPS_WORKLOADS, BATCH_WORKLOADS = ("daemonsets", "deployments", "replicasets", "statefulsets"), ("cronjobs", "jobs")
 CASES = [
     # ClusterRole
     Case("nodes-get", None, ("nodes",), ("get", "patch"), "gpu_feature_labels", ("get", "nodes", CORE)),
@@ -278,15 +519,9 @@ CASES = [
     # the preflight (tagged always) lists the nodes first
     Case("nodes-list", None, ("nodes",), ("list",), "always", ("list", "nodes", CORE)),
     # a namespace's own namespace is itself, for authorization
-    Case("namespaces-get", None, ("namespaces",), ("get", "patch"), "step1", ("get", "namespaces", CORE), scope=LAB_NS),
-    Case("namespaces-patch", None, ("namespaces",), ("get", "patch"), "step1", ("patch", "namespaces", CORE), drop="patch", scope=LAB_NS),
-    Case("workloads-core-list", None, WORKLOADS_CORE, ("list",), "mig_migration_report", ("list", "pods", CORE)),
-    Case("workloads-apps-list", None, ("daemonsets", "deployments", "replicasets", "statefulsets"), ("list",),
-         "mig_migration_report", ("list", "daemonsets", APPS)),
-    Case("workloads-batch-list", None, ("cronjobs", "jobs"), ("list",), "mig_migration_report", ("list", "cronjobs", BATCH)),
-    Case("resourcequotas-list", None, ("resourcequotas",), ("list",), "quota_coverage", ("list", "resourcequotas", CORE)),
-    Case("guard-get", None, VAP, ("get", "patch"), "admission_guard", ("get", VAP[0], ADMISSION)),
-    Case("guard-patch", None, VAP, ("get", "patch"), "admission_guard", ("patch", VAP[0], ADMISSION), drop="patch"),
+    Case("namespaces-get", None, ("namespaces",), ("get",), "step1", ("get", "namespaces", CORE), scope=LAB_NS),
+    # the lab reads the guard the administrator installed before anything else
+    Case("guard-get", None, VAP, ("get",), "admission_guard", ("get", VAP[0], ADMISSION)),
     # Role in gpu-share
     Case("configmaps-get", LAB_NS, ("configmaps",), ("get", "patch"), "step1", ("get", "configmaps", CORE)),
     Case("configmaps-patch", LAB_NS, ("configmaps",), ("get", "patch"), "step1", ("patch", "configmaps", CORE), drop="patch"),
@@ -295,18 +530,25 @@ CASES = [
     # the guard's dry-run probe Pod is created in gpu-share on every run
     Case("lab-pods-create", LAB_NS, ("pods",), ("get", "create", "patch"), "admission_guard", ("create", "pods", CORE),
          drop="create", extra=("-e", "admission_guard_timeout=3")),
+    # the MIG migration report lists every workload kind of the lab's namespaces (gpu-share first)
+    Case("lab-workloads-core-list", LAB_NS, WORKLOADS_CORE, ("list",), "mig_migration_report", ("list", "pods", CORE)),
+    Case("lab-workloads-apps-list", LAB_NS, APPS_WORKLOADS, ("list",), "mig_migration_report", ("list", "daemonsets", APPS)),
+    Case("lab-workloads-batch-list", LAB_NS, BATCH_WORKLOADS, ("list",), "mig_migration_report", ("list", "cronjobs", BATCH)),
     # Role in team-a
     Case("team-pods-get", TEAM_NS, ("pods",), ("get", "create", "patch"), "step5", ("get", "pods", CORE)),
     Case("team-pods-patch", TEAM_NS, ("pods",), ("get", "create", "patch"), "step5", ("patch", "pods", CORE), drop="patch"),
     # team-over is created (and refused by the quota) on every run
     Case("team-pods-create", TEAM_NS, ("pods",), ("get", "create", "patch"), "step5", ("create", "pods", CORE), drop="create"),
+    Case("team-workloads-core-list", TEAM_NS, WORKLOADS_CORE, ("list",), "mig_migration_report", ("list", "pods", CORE)),
+    Case("team-workloads-apps-list", TEAM_NS, APPS_WORKLOADS, ("list",), "mig_migration_report", ("list", "daemonsets", APPS)),
+    Case("team-workloads-batch-list", TEAM_NS, BATCH_WORKLOADS, ("list",), "mig_migration_report", ("list", "cronjobs", BATCH)),
     Case("resourcequotas-get", TEAM_NS, ("resourcequotas",), ("get", "patch"), "step5", ("get", "resourcequotas", CORE)),
     Case("resourcequotas-patch", TEAM_NS, ("resourcequotas",), ("get", "patch"), "step5", ("patch", "resourcequotas", CORE), drop="patch"),
+    Case("resourcequotas-list", TEAM_NS, ("resourcequotas",), ("list",), "quota_coverage", ("list", "resourcequotas", CORE)),
     # Sequential: each needs the object it creates (or the status it writes) to be absent first.
     Case("nodes-status-patch", None, ("nodes/status",), ("patch",), "step2", ("patch", "nodes/status", CORE), prepare="node-status"),
     Case("configmaps-create", LAB_NS, ("configmaps",), ("create",), "step1", ("create", "configmaps", CORE), prepare="configmap"),
     Case("resourcequotas-create", TEAM_NS, ("resourcequotas",), ("create",), "step5", ("create", "resourcequotas", CORE), prepare="quota"),
-    Case("guard-create", None, VAP, ("create",), "admission_guard", ("create", VAP[0], ADMISSION), prepare="guard"),
 ]
 
 
@@ -343,9 +585,6 @@ def case_account(api, case, index, lp) -> tuple:
     manifest = lp["manifest"]
     labels = {"gpushare.k8s/test": "least-privilege"}
     core.create_namespaced_service_account(SA_NAMESPACE, {"metadata": {"name": name, "labels": labels}})
-    core.create_namespaced_secret(SA_NAMESPACE, {"metadata": {"name": name, "labels": labels,
-                                                              "annotations": {"kubernetes.io/service-account.name": name}},
-                                                 "type": "kubernetes.io/service-account-token"})
     subject = [{"kind": "ServiceAccount", "name": name, "namespace": SA_NAMESPACE}]
     for doc in manifest:
         if doc["kind"] not in ("ClusterRole", "Role") or doc["metadata"]["name"] != SA:
@@ -368,9 +607,9 @@ def case_account(api, case, index, lp) -> tuple:
         else:
             rbac.create_cluster_role(role)
             rbac.create_cluster_role_binding(binding)
-    secret = wait_for(lambda: (core.read_namespaced_secret(name, SA_NAMESPACE).data or {}).get("token"), timeout=60, what=f"token of {name}")
+    token = core.create_namespaced_service_account_token(name, SA_NAMESPACE, {"spec": {"expirationSeconds": 3600}}).status.token
     kubeconfig = yaml.safe_load(lp["sa_kubeconfig"].read_text())
-    kubeconfig["users"][0]["user"]["token"] = base64.b64decode(secret).decode()
+    kubeconfig["users"][0]["user"]["token"] = token
     return name, write_private(lp["work"] / "creds" / f"{name}.kubeconfig", yaml.safe_dump(kubeconfig))
 
 
@@ -382,7 +621,6 @@ class Prepared:
 
     def __enter__(self):
         core = client.CoreV1Api(self.api)
-        admission = client.AdmissionregistrationV1Api(self.api)
         serialise = self.api.sanitize_for_serialization
         if self.what == "configmap":
             self.saved = clean(serialise(core.read_namespaced_config_map(CONFIGMAP, LAB_NS)))
@@ -390,11 +628,6 @@ class Prepared:
         elif self.what == "quota":
             self.saved = clean(serialise(core.read_namespaced_resource_quota(QUOTA, TEAM_NS)))
             core.delete_namespaced_resource_quota(QUOTA, TEAM_NS)
-        elif self.what == "guard":
-            self.saved = (clean(serialise(admission.read_validating_admission_policy(GUARD))),
-                          clean(serialise(admission.read_validating_admission_policy_binding(GUARD))))
-            admission.delete_validating_admission_policy_binding(GUARD)
-            admission.delete_validating_admission_policy(GUARD)
         elif self.what == "node-status":
             status = core.read_node("lab-node-0").status
             self.saved = {"capacity": {"nvidia.com/gpu": status.capacity["nvidia.com/gpu"]},
@@ -404,14 +637,10 @@ class Prepared:
 
     def __exit__(self, *exc):
         core = client.CoreV1Api(self.api)
-        admission = client.AdmissionregistrationV1Api(self.api)
         if self.what == "configmap":
             core.create_namespaced_config_map(LAB_NS, self.saved)
         elif self.what == "quota":
             core.create_namespaced_resource_quota(TEAM_NS, self.saved)
-        elif self.what == "guard":
-            admission.create_validating_admission_policy(self.saved[0])
-            admission.create_validating_admission_policy_binding(self.saved[1])
         elif self.what == "node-status":
             core.patch_node_status("lab-node-0", {"status": self.saved})
         return False
