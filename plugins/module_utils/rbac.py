@@ -347,7 +347,8 @@ def _node_keys_policy(s):
         return {
             "expression": expression,
             "reason": "Forbidden",
-            "message": "%s may not change a node's %s (only %s* labels and status resources)" % (user, what, OWNED_KEY_PREFIX),
+            "message": "%s may not change a node's %s; it may change only %s* labels and %s* resources of status.capacity and "
+                       "status.allocatable" % (user, what, OWNED_KEY_PREFIX, OWNED_KEY_PREFIX),
         }
 
     status_fields = ("conditions", "addresses", "daemonEndpoints", "nodeInfo", "phase", "volumesAttached", "volumesInUse", "config")

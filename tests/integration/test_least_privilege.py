@@ -62,9 +62,14 @@ def normalised(text: str) -> str:
 
 
 def ansible(args, timeout=900):
-    """ansible-playbook from the checkout (not through run_playbook: called from worker threads)."""
+    """ansible-playbook from the checkout (not through conftest's run_playbook, which needs the shared cluster; also
+    called from worker threads)."""
     return subprocess.run([str(VENV_BIN / "ansible-playbook"), *args], cwd=REPO, capture_output=True, text=True,
                           timeout=timeout, env=subprocess_env(), check=False)
+
+
+def run_playbook(path, extra_vars, diff=False, extra_args=()):
+    return ansible([path, "-e", json.dumps(extra_vars), *(["--diff"] if diff else []), *extra_args])
 
 
 def write_private(path: Path, text: str) -> Path:
@@ -94,7 +99,7 @@ def clean(obj: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def lp(run_playbook, tmp_path_factory):
+def lp(tmp_path_factory):
     """Own cluster; RBAC (and the team ServiceAccount) applied by cluster-admin through playbooks/rbac.yml."""
     up = run_playbook("playbooks/cluster.yml", extra_vars={"gpushare_cluster_name": CLUSTER})
     assert up.returncode == 0, tail(up)
@@ -300,7 +305,7 @@ INJECTION = (f"{TEAM_NS}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: C
              f"metadata:\n  name: {TEAM_NS}")
 
 
-def test_an_injected_namespace_is_refused_before_anything_is_applied(lp, run_playbook):
+def test_an_injected_namespace_is_refused_before_anything_is_applied(lp):
     """Reproduced with the YAML template: this inventory value bound the ServiceAccount to cluster-admin."""
     manifest = lp["work"] / "injected-rbac.yaml"
     proc = run_playbook("playbooks/rbac.yml", extra_vars=dict(lp["rbac_vars"], gpushare_team_namespace=INJECTION,
@@ -453,22 +458,29 @@ def test_the_kubeconfig_holds_an_expiring_token_and_no_long_lived_token_exists(l
 
 
 @pytest.mark.usefixtures("lab_as_sa")
-def test_a_second_run_keeps_a_valid_token(lp, run_playbook):
+def test_a_second_run_keeps_a_valid_token(lp):
     before = lp["sa_kubeconfig"].read_text()
     proc = run_playbook("playbooks/rbac.yml", extra_vars=lp["rbac_vars"])
     assert proc.returncode == 0, tail(proc)
     assert lp["sa_kubeconfig"].read_text() == before
 
 
-def test_someone_elses_kubeconfig_is_never_replaced_unless_forced_nor_shown(lp, run_playbook):
-    """The administrator's own kubeconfig (client certificate and key) at the kubeconfig path."""
+def test_someone_elses_kubeconfig_is_never_replaced_unless_forced_nor_shown(lp):
+    """The administrator's own kubeconfig at the kubeconfig path, flattened as `kubectl config view --flatten` writes it
+    (client key and certificate embedded), plus a user with a password."""
+    admin = yaml.safe_load(ADMIN_KUBECONFIG.read_text())
+    user = admin["users"][0]["user"]
+    key_pem, cert_pem = Path(user.pop("client-key")).read_text(), Path(user.pop("client-certificate")).read_text()
+    user["client-key-data"] = base64.b64encode(key_pem.encode()).decode()
+    user["client-certificate-data"] = base64.b64encode(cert_pem.encode()).decode()
+    password = unique("admins-password")
+    admin["users"].append({"name": "basic", "user": {"username": "admin", "password": password}})
     path = lp["work"] / "admins" / "config"
     path.parent.mkdir(mode=0o700)
-    path.write_text(ADMIN_KUBECONFIG.read_text())
-    admin_user = yaml.safe_load(path.read_text())["users"][0]["user"]
-    credentials = [admin_user[key] for key in ("client-key-data", "client-certificate-data") if key in admin_user]
-    credentials += [base64.b64decode(value).decode() for value in credentials]
-    assert credentials, "the lab cluster's admin kubeconfig holds a client key"
+    path.write_text(yaml.safe_dump(admin))
+    original = path.read_text()
+    credentials = [user["client-key-data"], user["client-certificate-data"], password]
+    credentials += [line for pem in (key_pem, cert_pem) for line in pem.splitlines() if "-----" not in line]
     extra = dict(lp["rbac_vars"], rbac_kubeconfig_path=str(path), rbac_team_access=False)
 
     refused = run_playbook("playbooks/rbac.yml", extra_vars=extra, diff=True)
@@ -476,7 +488,7 @@ def test_someone_elses_kubeconfig_is_never_replaced_unless_forced_nor_shown(lp, 
     output = normalised(refused.stdout + refused.stderr)
     assert f"{path} exists and was not written by gpushare.k8s.service_account_kubeconfig" in output, tail(refused)
     assert "set force: true to replace it" in output
-    assert path.read_text() == ADMIN_KUBECONFIG.read_text()
+    assert path.read_text() == original
 
     forced = run_playbook("playbooks/rbac.yml", extra_vars=dict(extra, rbac_kubeconfig_force=True), diff=True, extra_args=["-v"])
     assert forced.returncode == 0, tail(forced)
@@ -484,10 +496,9 @@ def test_someone_elses_kubeconfig_is_never_replaced_unless_forced_nor_shown(lp, 
     assert replaced["users"][0]["user"].keys() == {"token"} and replaced["extensions"][0]["name"] == "gpushare.k8s/service-account-kubeconfig"
     shown = forced.stdout + forced.stderr
     assert "client-key-data" in shown  # the diff shows the replaced file's shape ...
-    for value in credentials:  # ... and none of its credentials
-        for line in value.splitlines():
-            if len(line) > 16:
-                assert line[:40] not in shown, "a credential of the replaced kubeconfig is in the output"
+    for value in credentials:  # ... and none of its credentials (a PEM's or base64's head is the same for all: the middle)
+        middle = value[len(value) // 2 - 20:len(value) // 2 + 20] if len(value) > 40 else value
+        assert middle not in shown, "a credential of the replaced kubeconfig is in the output"
 
 
 # --------------------------------------------------------------------------- every rule is needed
