@@ -143,7 +143,9 @@ def validate_settings(settings, prefix="rbac_"):
     if unknown:
         raise InputError(prefix + unknown[0], "is not a setting of the RBAC", "use one of %s" % ", ".join(prefix + key for key in DEFAULTS))
     merged = _plain(dict(DEFAULTS, **settings))
-    field = lambda key: prefix + key  # noqa: E731 - one place that spells the role's variable names
+
+    def field(key):
+        return prefix + key  # one place that spells the role's variable names
 
     for key in _BOOL_FIELDS:
         if not isinstance(merged[key], bool):

@@ -214,7 +214,7 @@ def argument_spec():
         service_account=dict(type="str", required=True),
         namespace=dict(type="str", required=True),
         token_source=dict(type="str", choices=["request", "secret"], default="request"),
-        token_expiration=dict(type="int", default=DEFAULT_EXPIRATION),
+        token_expiration=dict(type="int", default=DEFAULT_EXPIRATION, no_log=False),  # seconds, not a secret
         secret=dict(type="str", no_log=False),  # the Secret's name, not its content
         path=dict(type="path", required=True),
         force=dict(type="bool", default=False),

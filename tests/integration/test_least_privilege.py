@@ -252,8 +252,12 @@ def test_node_writes_are_limited_to_nvidia_keys(lp, what):
     kind, body, names = NODE_WRITES[what]
     patch = core.patch_node if kind == "node" else core.patch_node_status
     before = lp["core"].read_node(NODE)
-    message = wait_for(lambda: (lambda m: m if POLICY_DENIAL in m else None)(denied(lambda: patch(NODE, body))),
-                       timeout=15, what="the node-keys policy to refuse the write")
+
+    def refused_by_the_policy():
+        message = denied(lambda: patch(NODE, body))
+        return message if POLICY_DENIAL in message else None
+
+    message = wait_for(refused_by_the_policy, timeout=15, what="the node-keys policy to refuse the write")
     assert SA_USER in message and names in message, message
     after = lp["core"].read_node(NODE)
     assert (after.metadata.labels, after.metadata.annotations, after.spec.taints, after.spec.unschedulable) == (
@@ -308,8 +312,8 @@ INJECTION = (f"{TEAM_NS}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: C
 def test_an_injected_namespace_is_refused_before_anything_is_applied(lp):
     """Reproduced with the YAML template: this inventory value bound the ServiceAccount to cluster-admin."""
     manifest = lp["work"] / "injected-rbac.yaml"
-    proc = run_playbook("playbooks/rbac.yml", extra_vars=dict(lp["rbac_vars"], gpushare_team_namespace=INJECTION,
-                                                             rbac_manifest_path=str(manifest)))
+    extra = dict(lp["rbac_vars"], gpushare_team_namespace=INJECTION, rbac_manifest_path=str(manifest))
+    proc = run_playbook("playbooks/rbac.yml", extra_vars=extra)
     rbac_api = client.RbacAuthorizationV1Api(admin_client())
     bindings = [b.metadata.name for b in rbac_api.list_cluster_role_binding().items if b.role_ref.name == "cluster-admin"]
     assert INJECTED_BINDING not in bindings, "the injected ClusterRoleBinding to cluster-admin was applied"

@@ -70,8 +70,8 @@ FOREIGN = {
         {"name": "exec", "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "get-token",
                                            "args": [FOREIGN_SECRETS["exec-arg"]],
                                            "env": [{"name": "TOKEN", "value": FOREIGN_SECRETS["exec-env"]}]}}},
-        {"name": "oidc", "user": {"auth-provider": {"name": "oidc", "config": {"refresh-token": FOREIGN_SECRETS["auth-provider"],
-                                                                                "client-id": "k8s"}}}},
+        {"name": "oidc", "user": {"auth-provider": {"name": "oidc",
+                                                    "config": {"refresh-token": FOREIGN_SECRETS["auth-provider"], "client-id": "k8s"}}}},
     ],
     "contexts": [{"name": "prod", "context": {"cluster": "prod", "user": "admin"}}],
     "current-context": "prod",
@@ -84,7 +84,7 @@ def mode_of(path):
 
 def no_foreign_secret_in(text):
     for name, value in FOREIGN_SECRETS.items():
-        for form in {value, value[:24], base64.b64decode(value).decode()[:40] if name.endswith("-data") else value}:
+        for form in (value, value[:24], base64.b64decode(value).decode()[:40] if name.endswith("-data") else value):
             assert form not in text, "%s of the replaced kubeconfig is shown" % name
 
 
@@ -144,7 +144,7 @@ class Api:
 
 def choose(existing, api, check_mode=False, expiration=8 * 3600, source="request"):
     return skc.choose_token(existing, "gpushare-lab", "gpushare-system", source=source, expiration=expiration,
-                            request=api.request, review=api.review, read_secret=lambda: secret(), check_mode=check_mode, now=NOW)
+                            request=api.request, review=api.review, read_secret=secret, check_mode=check_mode, now=NOW)
 
 
 def test_a_token_is_requested_for_the_expiration_asked():
