@@ -78,6 +78,13 @@ options:
       - URL of an HTTP proxy to reach the API server through.
       - Can also be set with the E(K8S_AUTH_PROXY) environment variable.
     type: str
+  request_timeout:
+    description:
+      - Seconds each request to the API server may take (connecting and reading the answer). An API server that
+        stops answering fails the task with a message naming it, instead of hanging it.
+      - kubernetes.core has no such option; bound its tasks with the C(timeout) task keyword.
+    type: float
+    default: 30
 requirements:
   - kubernetes >= 24.2.0 (Python library)
 notes:

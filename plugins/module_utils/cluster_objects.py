@@ -40,6 +40,7 @@ else:
 __all__ = ["ApiCallError", "ClusterReadError", "LISTABLE_KINDS", "ObjectLister", "call_json", "list_pages"]
 
 PAGE_SIZE = 500
+# Seconds a request may take when neither the call nor its client (k8s_auth.build_api_client) sets a bound.
 REQUEST_TIMEOUT = 30
 
 # kind -> (API group class name, apiVersion, method stem, namespaced)
@@ -64,13 +65,18 @@ class ClusterReadError(Exception):
 
 
 class ApiCallError(Exception):
-    """An API call failed. ``status`` is the HTTP status, ``None`` for a network error or a bad reply."""
+    """An API call failed. ``status`` is the HTTP status, ``None`` for a network error or a bad reply.
 
-    def __init__(self, status, message, retry_after=None):
+    ``timed_out`` says the API server accepted the connection but sent no answer within the request timeout:
+    retrying at once would only wait again.
+    """
+
+    def __init__(self, status, message, retry_after=None, timed_out=False):
         super().__init__(message)
         self.status = status
         self.message = message
         self.retry_after = retry_after
+        self.timed_out = timed_out
 
     def __str__(self):
         if self.status is None:
@@ -96,8 +102,33 @@ def _api_exception_error(exc, error):
     return error(exc.status, message, retry_after)
 
 
-def call_json(method, *args, timeout=REQUEST_TIMEOUT, error=ApiCallError, **kwargs):
-    """Call a generated client method; return the decoded JSON reply or raise ``error`` (an ApiCallError class)."""
+def _api_client(method):
+    return getattr(getattr(method, "__self__", None), "api_client", None)
+
+
+def _is_timeout(exc):
+    reason = getattr(exc, "reason", None)  # urllib3's MaxRetryError wraps the last attempt's error
+    # urllib3 files a refused connection (NewConnectionError) under ConnectTimeoutError too.
+    return any(isinstance(e, (urllib3.exceptions.TimeoutError, TimeoutError)) and not isinstance(e, urllib3.exceptions.NewConnectionError)
+               for e in (exc, reason))
+
+
+def _unreachable(method, exc, timeout, error):
+    host = getattr(getattr(_api_client(method), "configuration", None), "host", None) or "(unknown address)"
+    if _is_timeout(exc):
+        return error(None, "cannot reach the API server (kube-apiserver) at {0}: no answer within {1:g} s; is it stopped, paused "
+                           "or overloaded? ({2})".format(host, timeout, exc), timed_out=True)
+    return error(None, "cannot reach the API server (kube-apiserver) at {0}: {1}".format(host, exc))
+
+
+def call_json(method, *args, timeout=None, error=ApiCallError, **kwargs):
+    """Call a generated client method; return the decoded JSON reply or raise ``error`` (an ApiCallError class).
+
+    ``timeout`` (seconds) bounds the request; by default the client's own ``request_timeout``
+    (k8s_auth.build_api_client), else REQUEST_TIMEOUT.
+    """
+    if timeout is None:
+        timeout = getattr(_api_client(method), "request_timeout", None) or REQUEST_TIMEOUT
     kwargs["_preload_content"] = False
     kwargs["_request_timeout"] = timeout
     try:
@@ -109,14 +140,14 @@ def call_json(method, *args, timeout=REQUEST_TIMEOUT, error=ApiCallError, **kwar
     except ApiException as exc:
         raise _api_exception_error(exc, error) from None
     except (urllib3.exceptions.HTTPError, OSError) as exc:
-        raise error(None, "cannot reach the API server: {0}".format(exc)) from None
+        raise _unreachable(method, exc, timeout, error) from None
     try:
         return json.loads(data)
     except ValueError as exc:
         raise error(None, "the API server sent a response that is not JSON: {0}".format(exc)) from None
 
 
-def list_pages(method, *args, timeout=REQUEST_TIMEOUT, error=ApiCallError, **kwargs):
+def list_pages(method, *args, timeout=None, error=ApiCallError, **kwargs):
     """Every item of a LIST, following ``continue`` tokens, PAGE_SIZE items a page."""
     items = []
     token = None
@@ -134,7 +165,7 @@ def list_pages(method, *args, timeout=REQUEST_TIMEOUT, error=ApiCallError, **kwa
 class ObjectLister:
     """LIST calls on a ``kubernetes.client.ApiClient``, decoded from JSON without a model round trip."""
 
-    def __init__(self, api_client, request_timeout=REQUEST_TIMEOUT):
+    def __init__(self, api_client, request_timeout=None):
         if not HAS_KUBERNETES:
             raise ClusterReadError("the kubernetes Python library is required")
         self._api_client = api_client

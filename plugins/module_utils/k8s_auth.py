@@ -19,6 +19,10 @@ Precedence, as in kubernetes.core:
    in-cluster service account is tried, then the default kubeconfig
    (``$KUBECONFIG`` or ``~/.kube/config``);
 5. explicit options override what the kubeconfig said.
+
+``request_timeout`` (not a kubernetes.core option: its 6.2.0 modules have none) bounds
+every request made through the client ``build_api_client`` returns: an API server that
+stops answering fails the call after that many seconds instead of hanging the task.
 """
 
 from __future__ import annotations
@@ -28,12 +32,14 @@ import os
 import traceback
 
 try:
+    import urllib3
     from kubernetes import client as k8s_client
     from kubernetes import config as k8s_config
     from kubernetes.config.config_exception import ConfigException
 except ImportError:
     HAS_KUBERNETES = False
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+    urllib3 = None
     k8s_client = None
     k8s_config = None
     ConfigException = Exception
@@ -56,6 +62,7 @@ AUTH_ARG_SPEC = {
     "client_cert": {"type": "path", "aliases": ["cert_file"]},
     "client_key": {"type": "path", "aliases": ["key_file"]},
     "proxy": {"type": "str"},
+    "request_timeout": {"type": "float", "default": 30},
 }
 
 AUTH_OPTIONS = tuple(AUTH_ARG_SPEC)
@@ -74,10 +81,14 @@ AUTH_ENV_VARS = {
     "client_cert": ("K8S_AUTH_CLIENT_CERT", "K8S_AUTH_CERT_FILE"),
     "client_key": ("K8S_AUTH_CLIENT_KEY", "K8S_AUTH_KEY_FILE"),
     "proxy": ("K8S_AUTH_PROXY",),
+    "request_timeout": (),
 }
 
 _FALSE_STRINGS = ("0", "false", "no", "off", "n", "f")
 _PATH_OPTIONS = ("ca_cert", "client_cert", "client_key")
+
+# Seconds one request may take when the task gives no request_timeout.
+DEFAULT_REQUEST_TIMEOUT = AUTH_ARG_SPEC["request_timeout"]["default"]
 
 # Smallest pool worth keeping: a LIST and a few PATCHes in flight.
 MIN_POOL_SIZE = 4
@@ -252,7 +263,47 @@ def build_configuration(params, environ=None, pool_maxsize=None):
     return configuration
 
 
+def request_timeout(params):
+    """The ``request_timeout`` option in seconds (a float above 0), its default when unset."""
+    value = (params or {}).get("request_timeout")
+    if value is None:
+        return float(DEFAULT_REQUEST_TIMEOUT)
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = 0.0
+    if isinstance(value, bool) or not seconds > 0 or seconds != seconds or seconds == float("inf"):
+        raise K8sAuthError("request_timeout: {0!r} is not a number of seconds above 0; set e.g. request_timeout: 30".format(value))
+    return seconds
+
+
+if HAS_KUBERNETES:
+
+    class TimedApiClient(k8s_client.ApiClient):
+        """An ApiClient whose requests time out after ``request_timeout`` seconds unless a call passes its own."""
+
+        request_timeout = float(DEFAULT_REQUEST_TIMEOUT)
+
+        def call_api(self, *args, **kwargs):  # pylint: disable=arguments-differ
+            # (method, url, header_params, body, post_params, _request_timeout): the sixth may come positionally.
+            if len(args) < 6 and kwargs.get("_request_timeout") is None:
+                kwargs["_request_timeout"] = self.request_timeout
+            return super().call_api(*args, **kwargs)
+
+else:
+    TimedApiClient = None
+
+
 def build_api_client(params, environ=None, pool_maxsize=None):
-    """Return a ``kubernetes.client.ApiClient`` built from the auth options."""
+    """Return a ``kubernetes.client.ApiClient`` built from the auth options.
+
+    Every request through it is bounded by the ``request_timeout`` option (connect and read).
+    """
+    seconds = request_timeout(params)
     configuration = build_configuration(params, environ=environ, pool_maxsize=pool_maxsize)
-    return k8s_client.ApiClient(configuration)
+    # urllib3 retries a read that timed out (three more times by default): one timeout is the answer.
+    # Refused connections are still retried at once (an API server restarting).
+    configuration.retries = urllib3.util.Retry(total=3, read=0, redirect=0)
+    api_client = TimedApiClient(configuration)
+    api_client.request_timeout = seconds
+    return api_client

@@ -106,6 +106,8 @@ class NodeApiError(ApiCallError):
 
     @property
     def retryable(self):
+        if self.timed_out:  # the API server took the connection and did not answer: another try would wait again
+            return False
         return self.status is None or self.status in RETRYABLE_STATUS
 
 
@@ -359,7 +361,7 @@ class CoreNodeApi:
     ``NodeApiError``.
     """
 
-    def __init__(self, api_client, request_timeout=DEFAULT_REQUEST_TIMEOUT):
+    def __init__(self, api_client, request_timeout=None):
         self._core = k8s_client.CoreV1Api(api_client)
         self._timeout = request_timeout
 

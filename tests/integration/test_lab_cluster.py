@@ -185,3 +185,27 @@ def test_extra_components_with_bad_names_are_refused_before_anything_is_written(
                     "names repeat: etcd, Op_1, , op, op"):
         assert problem in text, text[-3000:]
     assert not home.exists(), list(home.rglob("*"))
+
+
+def _cluster_files(name):
+    from reliability import KWOK_HOME
+
+    return {path: path.read_bytes() for path in (KWOK_HOME / "clusters" / name / "kwok.yaml", KWOK_HOME / f"{name}.kwokctl.yaml")}
+
+
+def test_a_running_cluster_that_is_not_the_one_asked_for_is_reported_not_reused(core_v1):
+    from conftest import CLUSTER
+    from reliability import output, playbook
+
+    files = _cluster_files(CLUSTER)
+    nodes = {n.metadata.name: n.metadata.uid for n in core_v1.list_node().items}
+    proc = playbook("playbooks/cluster.yml", {"gpushare_cluster_name": CLUSTER, "lab_cluster_bind_address": "127.0.0.2",
+                                              "lab_cluster_kubernetes_version": "v1.36.2", "lab_cluster_etcd_version": "v3.6.15"})
+    text = output(proc)
+    assert proc.returncode != 0, text[-3000:]
+    assert (f"Lab cluster {CLUSTER} is running, but not as asked: bind address: running 127.0.0.1, asked 127.0.0.2; "
+            "Kubernetes version: running v1.36.3, asked v1.36.2; etcd version: running 3.6.16, asked v3.6.15. "
+            "Fix: set lab_cluster_recreate=true") in text, text[-3000:]
+    assert "Build each missing control-plane component" not in text, "nothing is built for a cluster that will not be used"
+    assert _cluster_files(CLUSTER) == files, "the running cluster's configuration was rewritten"
+    assert {n.metadata.name: n.metadata.uid for n in core_v1.list_node().items} == nodes

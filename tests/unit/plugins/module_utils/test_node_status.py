@@ -782,4 +782,4 @@ def test_connection_errors_are_transient(wire):
     with pytest.raises(NodeApiError) as err:
         api.get_node("a")
     assert err.value.status is None and err.value.retryable
-    assert str(err.value).startswith("cannot reach the API server:")
+    assert str(err.value).startswith("cannot reach the API server (kube-apiserver) at http://127.0.0.1:1: ")

@@ -1,0 +1,37 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Filters that tell whether a cluster's control plane is whole and whether a running lab cluster is the one asked for.
+
+Documentation: one sidecar ``<filter>.yml`` per filter.
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpushare.k8s.plugins.module_utils import control_plane as _control_plane
+
+
+def stale_lease_errors(leases, components, now, fix):
+    """One message naming every component whose kube-system leader Lease is missing or was not renewed in time."""
+    try:
+        return _control_plane.lease_errors(leases, components, now, fix)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("stale_lease_errors: %s" % exc) from None
+
+
+def kwokctl_mismatches(asked, documents, server_version=None):
+    """How a running kwokctl cluster differs from what is asked (bind address, versions, components)."""
+    return _control_plane.kwokctl_mismatches(asked, documents, server_version)
+
+
+class FilterModule:
+    """gpushare.k8s control-plane filters."""
+
+    def filters(self):
+        return {
+            "stale_lease_errors": stale_lease_errors,
+            "kwokctl_mismatches": kwokctl_mismatches,
+        }

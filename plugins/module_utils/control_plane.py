@@ -1,0 +1,115 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Is a cluster's control plane whole, and is a running lab cluster the one asked for? No Ansible import.
+
+``lease_errors`` reads the leader-election Leases that kube-controller-manager and kube-scheduler renew
+(every 2 s by default) in kube-system: a component whose Lease was not renewed within its
+``leaseDurationSeconds`` is not running, whatever ``holderIdentity`` still says. After an API server
+pause longer than the renew deadline both exit ("leaderelection lost") and nothing restarts them.
+
+``kwokctl_mismatches`` compares what a running kwokctl cluster was created with (the
+``KwokctlConfiguration`` kwokctl keeps in ``<home>/clusters/<name>/kwok.yaml``) and what the server
+reports (``/version``) with what is asked.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+__all__ = ["lease_errors", "kwokctl_mismatches", "parse_time"]
+
+
+def parse_time(value):
+    """A timezone-aware datetime from a datetime or an RFC 3339 (Kubernetes Time/MicroTime) string."""
+    if isinstance(value, datetime.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)
+    text = str(value).strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    if "." in text:  # MicroTime has six digits; fromisoformat in 3.9/3.10 wants exactly 3 or 6
+        head, _, rest = text.partition(".")
+        digits = "".join(c for c in rest if c.isdigit())
+        zone = rest[len(digits):]
+        text = "%s.%s%s" % (head, (digits + "000000")[:6], zone)
+    parsed = datetime.datetime.fromisoformat(text)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
+
+
+def _lease_problem(lease, now):
+    spec = (lease or {}).get("spec") or {}
+    if not spec.get("holderIdentity"):
+        return "its leader Lease has no holder (the component released it or never took it)"
+    renewed = spec.get("renewTime") or spec.get("acquireTime")
+    if not renewed:
+        return "its leader Lease was never renewed"
+    duration = spec.get("leaseDurationSeconds") or 15
+    age = (now - parse_time(renewed)).total_seconds()
+    if age > duration:
+        return "its leader Lease was last renewed %d s ago, longer than its %d s duration" % (age, duration)
+    return None
+
+
+def lease_errors(leases, components, now, fix):
+    """One message per component of ``components`` whose Lease (kube-system, named after it) is missing or stale.
+
+    ``leases`` are Lease objects as read from the API; ``now`` the current time (datetime or RFC 3339);
+    ``fix`` says how to restore the components. Empty when every component holds a fresh lease.
+    """
+    now = parse_time(now)
+    by_name = {((lease or {}).get("metadata") or {}).get("name"): lease for lease in leases or []}
+    problems = []
+    for component in components or []:
+        lease = by_name.get(component)
+        problem = "there is no Lease kube-system/%s" % component if lease is None else _lease_problem(lease, now)
+        if problem:
+            problems.append("%s: %s" % (component, problem))
+    if not problems:
+        return []
+    return ["The control plane is not whole: %s, so it is not running (nothing restarts it after it lost its lease, e.g. "
+            "when the API server stopped answering for longer than the lease). Without kube-controller-manager no "
+            "ServiceAccount token, quota usage or node lifecycle is updated; without kube-scheduler no Pod is placed. "
+            "Fix: %s" % ("; ".join(problems), fix)]
+
+
+def _version(value):
+    text = "" if value is None else str(value).strip()
+    return text[1:] if text[:1] in ("v", "V") else text
+
+
+def _running_configuration(documents):
+    for document in documents or []:
+        if isinstance(document, dict) and document.get("kind") == "KwokctlConfiguration":
+            return document
+    return None
+
+
+def kwokctl_mismatches(asked, documents, server_version=None):
+    """How a running kwokctl cluster differs from what is asked: a list of ``"<what>: running X, asked Y"``.
+
+    ``asked``: mapping with ``bindAddress``, ``kubeVersion``, ``etcdVersion``, ``kwokVersion`` (a leading
+    ``v`` is ignored) and ``components`` (names of components the cluster must run besides kwokctl's own).
+    ``documents``: the YAML documents of the cluster's kwok.yaml. ``server_version``: the ``gitVersion``
+    the API server reports, when it answers.
+    """
+    running = _running_configuration(documents)
+    if running is None:
+        return ["configuration: kwok.yaml holds no KwokctlConfiguration (a cluster this role did not create?)"]
+    options = running.get("options") or {}
+    found = []
+    for key, label in (("bindAddress", "bind address"), ("kubeVersion", "Kubernetes version"),
+                       ("etcdVersion", "etcd version"), ("kwokVersion", "kwok version")):
+        if key not in asked:
+            continue
+        want, have = asked[key], options.get(key)
+        same = (str(want) == str(have)) if key == "bindAddress" else (_version(want) == _version(have))
+        if not same:
+            found.append("%s: running %s, asked %s" % (label, have if have not in (None, "") else "(unset)", want))
+    if server_version and "kubeVersion" in asked and _version(server_version) != _version(asked["kubeVersion"]):
+        found.append("kube-apiserver reports version %s, asked %s" % (server_version, asked["kubeVersion"]))
+    have_components = {str((c or {}).get("name")) for c in running.get("components") or [] if isinstance(c, dict)}
+    missing = [str(name) for name in asked.get("components") or [] if str(name) not in have_components]
+    if missing:
+        found.append("components: %s not running (the cluster was created without them)" % ", ".join(missing))
+    return found

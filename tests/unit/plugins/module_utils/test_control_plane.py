@@ -1,0 +1,91 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Pure parts of the control-plane checks: lease freshness and lab-cluster mismatches."""
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from ansible_collections.gpushare.k8s.plugins.module_utils.control_plane import kwokctl_mismatches, lease_errors, parse_time
+
+NOW = datetime.datetime(2026, 12, 1, 8, 0, 0, tzinfo=datetime.timezone.utc)
+COMPONENTS = ["kube-controller-manager", "kube-scheduler"]
+FIX = "run `make cluster`."
+
+
+def lease(name, renewed_seconds_ago, duration=15, holder="host_1234"):
+    renew = NOW - datetime.timedelta(seconds=renewed_seconds_ago)
+    return {"metadata": {"name": name, "namespace": "kube-system"},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration,
+                     "renewTime": renew.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}}
+
+
+def test_fresh_leases_pass():
+    assert lease_errors([lease("kube-controller-manager", 2), lease("kube-scheduler", 14.9)], COMPONENTS, NOW, FIX) == []
+
+
+def test_a_lease_older_than_its_duration_names_the_component_and_the_fix():
+    (message,) = lease_errors([lease("kube-controller-manager", 95), lease("kube-scheduler", 1)], COMPONENTS, NOW, FIX)
+    assert "kube-controller-manager: its leader Lease was last renewed 95 s ago, longer than its 15 s duration" in message
+    assert "kube-scheduler" not in message.split("Fix:")[0].split("so it is not running")[0]
+    assert message.endswith("Fix: run `make cluster`.")
+
+
+def test_the_lease_duration_comes_from_the_lease():
+    assert lease_errors([lease("kube-scheduler", 20, duration=30)], ["kube-scheduler"], NOW, FIX) == []
+    assert lease_errors([lease("kube-scheduler", 31, duration=30)], ["kube-scheduler"], NOW, FIX)
+
+
+def test_missing_and_released_leases_are_reported():
+    (message,) = lease_errors([lease("kube-scheduler", 1, holder="")], COMPONENTS, NOW, FIX)
+    assert "kube-controller-manager: there is no Lease kube-system/kube-controller-manager" in message
+    assert "kube-scheduler: its leader Lease has no holder" in message
+
+
+def test_now_may_be_a_string_and_micro_time_any_precision():
+    stale = {"metadata": {"name": "kube-scheduler"},
+             "spec": {"holderIdentity": "h", "leaseDurationSeconds": 15, "renewTime": "2026-12-01T07:59:00.1Z"}}
+    assert lease_errors([stale], ["kube-scheduler"], "2026-12-01T08:00:00Z", FIX)
+    assert parse_time("2026-12-01T07:59:00.123456789Z") == datetime.datetime(2026, 12, 1, 7, 59, 0, 123456, tzinfo=datetime.timezone.utc)
+
+
+ASKED = {"bindAddress": "127.0.0.1", "kubeVersion": "v1.36.3", "etcdVersion": "v3.6.16", "kwokVersion": "v0.8.0", "components": []}
+
+
+def running(**options):
+    base = {"bindAddress": "127.0.0.1", "kubeVersion": "v1.36.3", "etcdVersion": "3.6.16", "kwokVersion": "v0.8.0"}
+    base.update(options)
+    return [{"kind": "KwokctlConfiguration", "apiVersion": "config.kwok.x-k8s.io/v1alpha1", "options": base,
+             "components": [{"name": "etcd"}, {"name": "kube-apiserver"}]}, {"kind": "KwokConfiguration"}]
+
+
+def test_the_cluster_asked_for_has_no_mismatch():
+    assert kwokctl_mismatches(ASKED, running(), "v1.36.3") == []
+
+
+def test_bind_address_and_versions_that_differ_are_named():
+    found = kwokctl_mismatches(ASKED, running(bindAddress="0.0.0.0", kubeVersion="v1.36.2", etcdVersion="3.6.15"), "v1.36.2")
+    assert found == ["bind address: running 0.0.0.0, asked 127.0.0.1", "Kubernetes version: running v1.36.2, asked v1.36.3",
+                     "etcd version: running 3.6.15, asked v3.6.16", "kube-apiserver reports version v1.36.2, asked v1.36.3"]
+
+
+def test_an_unset_bind_address_differs():
+    found = kwokctl_mismatches(ASKED, running(bindAddress=None))
+    assert found == ["bind address: running (unset), asked 127.0.0.1"]
+
+
+def test_missing_extra_components_are_named():
+    assert kwokctl_mismatches(dict(ASKED, components=["operator", "etcd"]), running()) == [
+        "components: operator not running (the cluster was created without them)"]
+
+
+def test_a_kwok_yaml_without_configuration_is_a_mismatch():
+    assert kwokctl_mismatches(ASKED, [{"kind": "KwokConfiguration"}]) == [
+        "configuration: kwok.yaml holds no KwokctlConfiguration (a cluster this role did not create?)"]
+
+
+@pytest.mark.parametrize("bad", ["yesterday", "2026-13-01T00:00:00Z"])
+def test_an_unreadable_renew_time_is_an_error(bad):
+    with pytest.raises(ValueError):
+        lease_errors([{"metadata": {"name": "kube-scheduler"}, "spec": {"holderIdentity": "h", "renewTime": bad}}],
+                     ["kube-scheduler"], NOW, FIX)
