@@ -29,7 +29,7 @@ def parse_time(value):
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
     if "." in text:  # MicroTime has six digits; fromisoformat in 3.9/3.10 wants exactly 3 or 6
-        head, _, rest = text.partition(".")
+        head, _dot, rest = text.partition(".")
         digits = "".join(c for c in rest if c.isdigit())
         zone = rest[len(digits):]
         text = "%s.%s%s" % (head, (digits + "000000")[:6], zone)

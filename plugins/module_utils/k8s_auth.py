@@ -28,6 +28,7 @@ stops answering fails the call after that many seconds instead of hanging the ta
 from __future__ import annotations
 
 import copy
+import math
 import os
 import traceback
 
@@ -272,7 +273,7 @@ def request_timeout(params):
         seconds = float(value)
     except (TypeError, ValueError):
         seconds = 0.0
-    if isinstance(value, bool) or not seconds > 0 or seconds != seconds or seconds == float("inf"):
+    if isinstance(value, bool) or not (seconds > 0 and math.isfinite(seconds)):
         raise K8sAuthError("request_timeout: {0!r} is not a number of seconds above 0; set e.g. request_timeout: 30".format(value))
     return seconds
 
