@@ -9,10 +9,19 @@ In order, on one cluster (each test leaves the lab converged for the next):
 3. a node deleted and re-created between runs: the next run restores its labels and resources.
 4. two lab runs at once (distinct lab roots) on a cluster the lab has to set up again: both succeed
    and the cluster ends converged, no status key lost.
+5. kube-apiserver paused (SIGSTOP) in the middle of the lab: the run fails within the bound
+   (gpushare_task_timeout after the pause), naming the API server; resumed and restored, the next run converges.
+6. kube-controller-manager and kube-scheduler gone (as after a pause longer than their lease): the lab's
+   preflight and the rbac playbook refuse at once, naming both and `make cluster`; the cluster playbook
+   restarts them and the lab runs again.
 """
 from __future__ import annotations
 
 import datetime
+import os
+import re
+import signal
+import time
 
 import pytest
 from kubernetes import client
@@ -33,7 +42,7 @@ from reliability import (
 
 pytestmark = pytest.mark.slow
 
-CLUSTER = "gpushare-it-faults"
+CLUSTER = os.environ.get("GPUSHARE_FAULTS_CLUSTER", "gpushare-it-faults")  # a cluster of its own, never the lab's
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
 CONNECTION_PROBLEMS = ("Connection refused", "cannot reach the API server", "Max retries exceeded")
 
@@ -168,3 +177,68 @@ def test_two_lab_runs_at_once_both_converge(cluster, tmp_path):
     for each in roots:
         assert_lab_converged(core, each)
     assert (roots[0] / "k8s" / "device-plugin-configs.yaml").read_bytes() == (roots[1] / "k8s" / "device-plugin-configs.yaml").read_bytes()
+
+
+# Small bounds keep the pause short; the lab's steps before the pause take a few seconds a task.
+PAUSE_BOUNDS = {"gpushare_request_timeout": 5, "gpushare_task_timeout": 30}
+EXIT_SLACK = 20  # after the timeout: Ansible's result, the recap and its exit on a loaded machine
+
+
+def test_apiserver_paused_mid_lab_fails_within_the_bound_and_a_rerun_converges(cluster, root, tmp_path):
+    run = Background("playbooks/lab.yml", cluster.lab_vars(root, **PAUSE_BOUNDS), tmp_path / "paused.log")
+    apiserver = cluster.component_pid("kube-apiserver")
+    try:
+        wait_until(lambda: "TASK [gpushare.k8s.node_sharing" in run.log.read_text(), timeout=600, interval=0.2, what="step 2 to start")
+        assert run.running(), "the lab ended before the API server could be paused"
+        os.kill(apiserver, signal.SIGSTOP)
+        paused = time.monotonic()
+        run.wait(timeout=PAUSE_BOUNDS["gpushare_task_timeout"] + EXIT_SLACK + 120)
+        seconds = time.monotonic() - paused
+    finally:
+        os.kill(apiserver, signal.SIGCONT)
+    text = output(run)
+    assert run.returncode != 0, tail(run)
+    assert seconds <= PAUSE_BOUNDS["gpushare_task_timeout"] + EXIT_SLACK, f"the run took {seconds:.0f}s to fail after the pause"
+    # Our modules name the API server; a kubernetes.core task (it has no request timeout) is stopped by the task timeout.
+    ours = re.search(r"cannot reach the API server \(kube-apiserver\) at https://127\.0\.0\.1:\d+: no answer within 5 s", text)
+    stopped = "Timed out after 30 second(s)" in text
+    assert ours or stopped, failure_lines(run)
+    assert TRACEBACK not in text, tail(run)
+
+    # The pause may have outlasted the leader leases: `make cluster` restores whatever exited.
+    up = playbook("playbooks/cluster.yml", {"gpushare_cluster_name": cluster.name})
+    assert up.returncode == 0, tail(up) + cluster.diagnose()
+    # The steps the pause interrupted (test 1 shows a whole re-run converges after an API server fault).
+    rerun = playbook("playbooks/lab.yml", cluster.lab_vars(root), extra_args=("--tags", "step1,step2"))
+    assert rerun.returncode == 0, tail(rerun) + cluster.diagnose()
+    labels = {node.metadata.name: (node.metadata.labels or {}).get(CONFIG_LABEL) for node in cluster.core.list_node().items}
+    assert labels["lab-node-0"] == "default" and labels["lab-node-1"] == "shared", labels
+    assert {"default", "shared"} <= set(cluster.core.read_namespaced_config_map("device-plugin-configs", "gpu-share").data)
+
+
+def test_dead_controller_manager_and_scheduler_are_named_before_anything_waits_on_them(cluster, root):
+    leases = client.CoordinationV1Api(cluster.core.api_client)
+    for component in ("kube-controller-manager", "kube-scheduler"):
+        cluster.kill(component)
+    # Their Leases still name them until they expire (15 s after the last renewal).
+    def expired():
+        limit = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=16)
+        return all(lease.spec.renew_time < limit for lease in leases.list_namespaced_lease("kube-system").items
+                   if lease.metadata.name in ("kube-controller-manager", "kube-scheduler"))
+
+    wait_until(expired, timeout=40, interval=1, what="the leases to expire")
+
+    for path, extra in (("playbooks/lab.yml", cluster.lab_vars(root)), ("playbooks/rbac.yml", {"gpushare_kubeconfig": str(cluster.kubeconfig)})):
+        started = time.monotonic()
+        refused = playbook(path, extra)
+        text = output(refused)
+        assert refused.returncode != 0, tail(refused)
+        assert "The control plane is not whole: kube-controller-manager: its leader Lease was last renewed" in text, failure_lines(refused)
+        assert "kube-scheduler: its leader Lease was last renewed" in text and "`make cluster`" in text, failure_lines(refused)
+        assert recap(refused)["changed"] == 0, f"{path} wrote before refusing"
+        assert time.monotonic() - started < 60, f"{path} took {time.monotonic() - started:.0f}s to refuse"
+
+    up = playbook("playbooks/cluster.yml", {"gpushare_cluster_name": cluster.name})
+    assert up.returncode == 0, tail(up) + cluster.diagnose()
+    again = playbook("playbooks/lab.yml", cluster.lab_vars(root), extra_args=("--tags", "step1"))
+    assert again.returncode == 0, tail(again)
