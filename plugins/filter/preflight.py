@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_requests as _requests
+from ansible_collections.gpushare.k8s.plugins.module_utils import manifest_yaml as _manifest_yaml
 from ansible_collections.gpushare.k8s.plugins.module_utils import preflight as _preflight
 
 
@@ -16,7 +16,7 @@ def manifest_objects(text, max_values=_preflight.MAX_EXPANDED_VALUES):
     """The objects of a manifest, read safely; malformed YAML, unsafe tags, alias bombs and non-objects are errors."""
     try:
         return _preflight.manifest_objects(text, max_values=max_values)
-    except _requests.ManifestError as exc:
+    except _manifest_yaml.ManifestError as exc:
         raise AnsibleFilterError("manifest: %s" % exc) from None
 
 

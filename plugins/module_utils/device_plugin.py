@@ -22,9 +22,9 @@ except ImportError:  # rendering says what to install; validation needs no YAML 
     yaml = None
 
 try:
-    from .gpu_requests import ManifestError, load_documents
-except ImportError:  # loaded as a plain module, next to gpu_requests.py
-    from gpu_requests import ManifestError, load_documents  # type: ignore[no-redef]
+    from .manifest_yaml import ManifestError, load_documents
+except ImportError:  # loaded as a plain module, next to manifest_yaml.py
+    from manifest_yaml import ManifestError, load_documents  # type: ignore[no-redef]
 
 
 __all__ = [
@@ -569,7 +569,7 @@ def render_config(data, name=None):
 
 
 def parse_config(text, name=None):
-    """Load one config from YAML text with the safe loader of :mod:`gpu_requests` and validate it."""
+    """Load one config from YAML text with the safe loader of :mod:`manifest_yaml` and validate it."""
     if not isinstance(text, (str, bytes)):
         raise ConfigError(ROOT, "expected YAML text, got %s" % _show(text), "pass the config file's text", config_name=name)
     try:

@@ -2,84 +2,61 @@
 # Copyright: contributors to the gpushare.k8s collection
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""Pre-deploy check: which containers ask for more than N units of a GPU resource.
+"""The workload walker: which containers ask for how many units of a GPU resource.
 
-The one implementation behind the ``gpu_request_check`` module, the ``gpu_offenders``
-filter and the lab's ``bin/check-request.sh``. It imports nothing from Ansible or from
-the rest of the collection, so this file also runs on its own::
+The one implementation behind the ``gpu_request_check`` module, the ``gpu_offenders`` filter, the
+MIG migration report and the lab's ``bin/check-request.sh`` (whose command line is
+:mod:`check_request`). YAML text is read with :func:`manifest_yaml.kubectl_documents`: what kubectl
+would send, or a refusal. Only the fields that can hold a Pod spec are visited.
 
-    python3 gpu_requests.py <pod-manifest> [--resource NAME]... [--max N]
+Which objects are walked:
 
-prints ``OVER=<container>=<count>`` per offending container and exits 1, prints ``OK``
-and exits 0 when nothing asks for too much, and exits 2 (message on standard error)
-when the manifest cannot be read, is not valid YAML or uses a tag that builds objects.
+- Kubernetes' own workload kinds at their Pod spec: Pod, PodTemplate, Deployment, StatefulSet,
+  DaemonSet, ReplicaSet, ReplicationController, Job, CronJob; ``List`` and ``<Kind>List`` items.
+- Any object of another API group (custom resources: Argo Rollouts, JobSets, LeaderWorkerSets,
+  training operators, ...): every mapping anywhere in it outside ``metadata`` and ``status`` that
+  holds ``containers``, ``initContainers`` or ``ephemeralContainers`` is taken as a Pod spec. The
+  rule does not depend on where the kind nests its templates, so kinds this file never heard of
+  are checked, not passed.
+- Other kinds of Kubernetes' own API groups (``v1``, ``apps``, ``batch``, ``*.k8s.io`` except
+  ``*.x-k8s.io``; ConfigMap, Service, ...) carry no Pod and are skipped.
 
-Hostile input stays cheap: YAML text is composed by libyaml one document at a time and
-only the fields that can hold a Pod spec are visited, so aliases ("billion laughs")
-are never expanded; nesting depth is checked before libyaml recurses into it; merge
-keys are de-duplicated while they are flattened.
+Counts are read as the API server reads quantities: ``2``, ``"2"``, ``2000m``, ``2e0`` are 2,
+``1k`` is 1000; a quantity that is not a whole number (``1500m``), negative, too large or not a
+quantity at all is an error, never a count.
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 import re
-import sys
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
 try:
-    import yaml
-    from yaml.nodes import MappingNode, ScalarNode, SequenceNode
-    from yaml.resolver import BaseResolver
-
-    try:
-        from yaml.cyaml import CParser as _Parser
-        from yaml.cyaml import CSafeLoader as _SafeLoader
-    except ImportError:  # PyYAML built without libyaml
-        from yaml.composer import Composer as _Composer
-        from yaml.parser import Parser as _PyParser
-        from yaml.reader import Reader as _Reader
-        from yaml.scanner import Scanner as _Scanner
-        from yaml import SafeLoader as _SafeLoader
-
-        class _Parser(_Reader, _Scanner, _PyParser, _Composer):  # type: ignore[no-redef]
-            """Pure-Python stand-in for libyaml's CParser (reader, scanner, parser, composer)."""
-
-            def __init__(self, stream):
-                _Reader.__init__(self, stream)
-                _Scanner.__init__(self)
-                _PyParser.__init__(self)
-                _Composer.__init__(self)
-
-    HAS_YAML = True
-except ImportError:  # PyYAML missing: importable, and every entry point says what to install
-    HAS_YAML = False
-    yaml = None
-
-    class _Missing:  # pylint: disable=too-few-public-methods
-        """Placeholder base for the YAML classes below when PyYAML is missing."""
-
-        def __init__(self, *args, **kwargs):
-            raise ImportError("PyYAML")
-
-    # Distinct placeholders, so the classes below still build a consistent MRO.
-    MappingNode, ScalarNode, SequenceNode, BaseResolver, _Parser, _SafeLoader = (
-        type(name, (_Missing,), {}) for name in ("MappingNode", "ScalarNode", "SequenceNode", "BaseResolver", "_Parser", "_SafeLoader")
-    )
+    from . import manifest_yaml as _yaml
+    from .manifest_yaml import ManifestError
+except ImportError:  # loaded as a plain module, next to manifest_yaml.py (bin/check-request.sh)
+    import manifest_yaml as _yaml  # type: ignore[no-redef]
+    from manifest_yaml import ManifestError  # type: ignore[no-redef]
 
 
 __all__ = [
     "DEFAULT_RESOURCES",
+    "MAX_COUNT",
     "ManifestError",
+    "POD_SPEC_PATHS",
     "WORKLOAD_KINDS",
+    "check_options",
+    "container_requests",
     "find_offenders",
-    "load_documents",
-    "main",
+    "read_manifest",
+    "whole_units",
 ]
 
 DEFAULT_RESOURCES = ("nvidia.com/gpu",)
 
-# Where the Pod spec lives in each workload kind.
-_POD_SPEC_PATHS = {
+# Where the Pod spec lives in each of Kubernetes' own workload kinds.
+POD_SPEC_PATHS = {
     "Pod": ("spec",),
     "PodTemplate": ("template", "spec"),
     "Deployment": ("spec", "template", "spec"),
@@ -90,259 +67,73 @@ _POD_SPEC_PATHS = {
     "Job": ("spec", "template", "spec"),
     "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
 }
-WORKLOAD_KINDS = tuple(sorted(_POD_SPEC_PATHS))
-_CONTAINER_FIELDS = ("containers", "initContainers", "ephemeralContainers")
+WORKLOAD_KINDS = tuple(sorted(POD_SPEC_PATHS))
+CONTAINER_FIELDS = ("containers", "initContainers", "ephemeralContainers")
+_BUILTIN_GROUPS = frozenset(("", "apps", "batch", "autoscaling", "policy", "extensions"))
+_SKIPPED_FIELDS = frozenset(("apiVersion", "kind", "metadata", "status"))
 
-MAX_INPUT_BYTES = 32 * 1024 * 1024
-MAX_DOCUMENTS = 100000
-MAX_DEPTH = 200
 MAX_LIST_DEPTH = 10
 MAX_STEPS = 500000
-# Below these, nesting cannot exceed MAX_DEPTH: flow depth < _QUICK_DEPTH per document and
-# block depth <= 2 * (indentation + indicators) + 2; above them an exact event scan decides.
-_QUICK_DEPTH = 64
-_LONG_PREFIX_RE = re.compile(r"^[ \t?:-]{%d,}" % _QUICK_DEPTH, re.M)
-_DOCUMENT_MARK_RE = re.compile(r"^(?:---|\.\.\.)(?=[ \t\r\n]|$)", re.M)
-_QUANTITY_RE = re.compile(r"^\+?([0-9]+)(?:\.0*)?$")
+# The largest count the API server holds exactly: it checks whole units on the milli-value, an int64.
+MAX_COUNT = (2**63 - 1) // 1000
 
-_TAG = "tag:yaml.org,2002:"
-_NULL_TAG = _TAG + "null"
-_MERGE_TAG = _TAG + "merge"
-_STR_TAG = _TAG + "str"
-_SEQ_TAG = _TAG + "seq"
-_MAP_TAG = _TAG + "map"
-_NULL_VALUES = frozenset(("", "~", "null", "Null", "NULL"))
-_SAFE_TAGS = frozenset(
-    _TAG + name for name in ("null", "bool", "int", "float", "str", "binary", "timestamp", "seq", "map", "omap", "pairs", "set", "merge", "value")
-)
+_QUANTITY_RE = re.compile(r"^([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?$")
+_SUFFIX = {
+    None: Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
+    "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12, "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
+}
+_NANO = Decimal("1e-9")
+_MAX_QUANTITY_TEXT = 64
 
 
-class ManifestError(Exception):
-    """A manifest that cannot be checked: unreadable, invalid YAML, unsafe tag, malformed workload.
+def whole_units(text):
+    """Read a quantity as the API server does for an extended resource: ``(count, None)`` or ``(None, why not)``.
 
-    ``document`` and ``line`` are 1-based when known.
+    ``text`` is the quantity as sent (a JSON number's text or a string's content). ``"2000m"``,
+    ``"2e0"``, ``"2.0"`` are 2; ``"1k"`` is 1000. Values are rounded up to the nano, as Kubernetes
+    does; a value that is then not whole, negative or above :data:`MAX_COUNT` is refused.
     """
-
-    def __init__(self, problem, document=None, line=None):
-        self.problem = problem
-        self.document = document
-        self.line = line
-        where = []
-        if document is not None:
-            where.append("document %d" % document)
-        if line is not None:
-            where.append("line %d" % line)
-        self.message = "%s: %s" % (", ".join(where), problem) if where else problem
-        super().__init__(self.message)
+    text = text.strip()
+    if len(text) > _MAX_QUANTITY_TEXT:
+        return None, "longer than %d characters, not a count the API server holds" % _MAX_QUANTITY_TEXT
+    match = _QUANTITY_RE.match(text)
+    if not match or not (match.group(2) or match.group(3)):
+        return None, "not a quantity (the API server refuses it)"
+    sign, whole, fraction, exponent, suffix = match.groups()
+    try:
+        value = Decimal("%s%s.%s" % (sign, whole or "0", fraction or "0"))
+        if exponent is not None:
+            if abs(int(exponent)) > 100:
+                return None, "not a count the API server holds"
+            value = value.scaleb(int(exponent))
+        else:
+            value *= _SUFFIX[suffix]
+    except (InvalidOperation, ValueError):
+        return None, "not a quantity (the API server refuses it)"
+    if value < 0:
+        return None, "negative (the API server refuses it)"
+    value = value.quantize(_NANO, rounding=ROUND_CEILING) if value.as_tuple().exponent < -9 else value
+    if value != value.to_integral_value():
+        return None, "not a whole number (extended resources are requested in whole units)"
+    if value > MAX_COUNT:
+        return None, "larger than %d units (the API server cannot check it as a whole number)" % MAX_COUNT
+    return int(value), None
 
 
 # ---------------------------------------------------------------------------
-# reading YAML safely
-
-
-class _LightResolver(BaseResolver):
-    """Resolves only what the check needs: null (empty documents) and merge keys; every other plain scalar stays a string.
-
-    The composer calls these three methods once per node, so they are kept minimal (no path resolvers).
-    """
-
-    def descend_resolver(self, current_node, current_index):
-        pass
-
-    def ascend_resolver(self):
-        pass
-
-    def resolve(self, kind, value, implicit):
-        if kind is ScalarNode:
-            if implicit[0]:
-                if value in _NULL_VALUES:
-                    return _NULL_TAG
-                if value == "<<":
-                    return _MERGE_TAG
-            return _STR_TAG
-        return _SEQ_TAG if kind is SequenceNode else _MAP_TAG
-
-
-class _NodeLoader(_Parser, _LightResolver):
-    """Composes YAML documents into nodes (libyaml when available), constructing no Python objects."""
-
-    def __init__(self, stream):
-        _Parser.__init__(self, stream)
-        _LightResolver.__init__(self)
-
-
-class _ObjectLoader(_SafeLoader):
-    """Safe loader whose merge keys cannot multiply: each flattened mapping keeps one pair per key."""
-
-    def flatten_mapping(self, node):
-        merged = any(key.tag == _MERGE_TAG for key, _value in node.value)
-        super().flatten_mapping(node)
-        if merged:
-            node.value = _last_pair_per_key(node.value)
-
-
-def _last_pair_per_key(pairs):
-    """Drop pairs overridden later in the list (construction keeps the last value of a key anyway)."""
-    seen = set()
-    kept = []
-    for key, value in reversed(pairs):
-        ident = (key.tag, key.value) if isinstance(key, ScalarNode) else id(key)
-        if ident in seen:
-            continue
-        seen.add(ident)
-        kept.append((key, value))
-    kept.reverse()
-    return kept
-
-
-def _read_text(text_or_stream):
-    """Return the manifest as ``str``, refusing anything larger than MAX_INPUT_BYTES."""
-    if not HAS_YAML:
-        raise ManifestError("the Python library PyYAML is required to read manifests; install it (pip install PyYAML)")
-    data = text_or_stream
-    if hasattr(data, "read"):
-        data = data.read(MAX_INPUT_BYTES + 1)
-    if isinstance(data, (bytes, bytearray)):
-        if len(data) > MAX_INPUT_BYTES:
-            raise ManifestError("larger than %d MiB; refusing to read it" % (MAX_INPUT_BYTES // (1024 * 1024)))
-        try:
-            data = bytes(data).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ManifestError("not UTF-8 text (byte %d: %s)" % (exc.start, exc.reason)) from None
-    if not isinstance(data, str):
-        raise ManifestError("expected YAML text, got %s" % type(text_or_stream).__name__)
-    if len(data) > MAX_INPUT_BYTES:
-        raise ManifestError("larger than %d MiB; refusing to read it" % (MAX_INPUT_BYTES // (1024 * 1024)))
-    return str(data)
-
-
-def _yaml_error(exc, document):
-    """Turn a PyYAML error raised while reading document ``document`` (0-based) into a ManifestError."""
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    line = mark.line + 1 if mark is not None else None
-    problem = getattr(exc, "problem", None) or str(exc).strip().splitlines()[0]
-    tag = re.search(r"constructor for the tag '([^']*)'", problem)
-    if tag:
-        return ManifestError(_unsafe_tag_problem(tag.group(1)), document + 1, line)
-    context = getattr(exc, "context", None)
-    if context:
-        problem = "%s %s" % (context, problem)
-    return ManifestError("invalid YAML: %s" % problem, document + 1, line)
-
-
-def _unsafe_tag_problem(tag):
-    return "YAML tag %r is not allowed (only plain YAML is read; tags that build objects are refused)" % tag
-
-
-def _check_depth(text):
-    """Refuse nesting deeper than MAX_DEPTH before libyaml's recursive composer sees it."""
-    long_prefix = _LONG_PREFIX_RE.search(text) is not None
-    if not long_prefix and text.count("[") + text.count("{") < _QUICK_DEPTH:
-        return
-    if not long_prefix and all(chunk.count("[") + chunk.count("{") < _QUICK_DEPTH for chunk in _DOCUMENT_MARK_RE.split(text)):
-        return
-    depth = 0
-    document = 0
-    loader = _Parser(text)
-    try:
-        while loader.check_event():
-            event = loader.get_event()
-            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    raise ManifestError("nested deeper than %d levels; refusing to read it" % MAX_DEPTH, document, event.start_mark.line + 1)
-            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
-                depth -= 1
-            elif isinstance(event, yaml.DocumentStartEvent):
-                document += 1
-    except yaml.YAMLError as exc:
-        raise _yaml_error(exc, max(document - 1, 0)) from None
-    finally:
-        loader.dispose()
-
-
-def _check_tags(root, document):
-    """Refuse explicit tags outside the YAML core schema anywhere in a composed document (aliases visited once)."""
-    stack = [root]
-    seen = set()
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if node.tag not in _SAFE_TAGS:
-            raise ManifestError(_unsafe_tag_problem(node.tag), document + 1, node.start_mark.line + 1)
-        if isinstance(node, MappingNode):
-            for key, value in node.value:
-                stack.append(key)
-                stack.append(value)
-        elif isinstance(node, SequenceNode):
-            stack.extend(node.value)
-
-
-def _iter_nodes(text):
-    """Yield ``(index, root node)`` per document; each document is dropped once the caller moves on."""
-    _check_depth(text)
-    explicit_tags = "!" in text  # every YAML tag is written with '!'
-    loader = _NodeLoader(text)
-    index = 0
-    try:
-        while True:
-            try:
-                if not loader.check_node():
-                    break
-                node = loader.get_node()
-            except yaml.YAMLError as exc:
-                raise _yaml_error(exc, index) from None
-            except RecursionError:
-                raise ManifestError("nested too deeply to read", index + 1) from None
-            if explicit_tags and node is not None:
-                _check_tags(node, index)
-            yield index, node
-            index += 1
-            if index > MAX_DOCUMENTS:
-                raise ManifestError("more than %d documents; split the manifest" % MAX_DOCUMENTS)
-    finally:
-        loader.dispose()
-
-
-def load_documents(text_or_stream):
-    """Load every YAML document of a manifest with a safe loader (libyaml when available).
-
-    Returns the list of documents, ``None`` for empty ones (so indexes match the file).
-    Raises :class:`ManifestError` for unreadable text, invalid YAML or tags that build objects.
-    """
-    text = _read_text(text_or_stream)
-    _check_depth(text)
-    documents = []
-    loader = _ObjectLoader(text)
-    try:
-        while loader.check_data():
-            documents.append(loader.get_data())
-            if len(documents) > MAX_DOCUMENTS:
-                raise ManifestError("more than %d documents; split the manifest" % MAX_DOCUMENTS)
-    except yaml.YAMLError as exc:
-        raise _yaml_error(exc, len(documents)) from None
-    except RecursionError:
-        raise ManifestError("nested too deeply to read", len(documents) + 1) from None
-    finally:
-        loader.dispose()
-    return documents
-
-
-# ---------------------------------------------------------------------------
-# two views of a document: composed YAML nodes, or plain Python objects
+# two views of a document: objects as data, or nodes read as kubectl reads them
 
 
 class _ObjectView:
-    """Already-loaded documents (dicts and lists)."""
+    """Objects as data (dicts and lists, from Ansible or JSON): sent to the API server as JSON."""
 
     @staticmethod
     def is_null(value):
         return value is None
 
     @staticmethod
-    def as_map(value, _walker):
+    def as_map(value):
         return value if isinstance(value, dict) else None
 
     @staticmethod
@@ -351,20 +142,24 @@ class _ObjectView:
 
     @staticmethod
     def as_text(value):
-        return str(value) if isinstance(value, str) else None
+        return value if isinstance(value, str) else None
 
     @staticmethod
     def quantity(value):
-        """Return ``(count or None, shown)`` for a resource quantity."""
-        if isinstance(value, bool):
-            return None, str(value).lower()
-        if isinstance(value, int):
-            return (int(value) if value >= 0 else None), str(value)
-        if isinstance(value, float):
-            return (int(value) if value.is_integer() and value >= 0 else None), repr(value)
+        """``(count, None)`` or ``(None, shown, why not)`` for a quantity as its JSON is sent."""
+        if value is None:
+            return 0, None, None  # JSON null: the API server reads a zero quantity
         if isinstance(value, str):
-            return _whole(value), repr(str(value))
-        return None, type(value).__name__
+            count, why = whole_units(value)
+            return count, repr(value if len(value) <= 40 else value[:30] + "..."), why
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None, json.dumps(value) if isinstance(value, bool) else type(value).__name__, "not a quantity (the API server refuses it)"
+        try:
+            token = _yaml.json_token(value)
+        except Exception:  # pylint: disable=broad-exception-caught
+            return None, repr(value), "not a number JSON can carry"
+        count, why = whole_units(token)
+        return count, token, why
 
     @staticmethod
     def line(_value):
@@ -372,81 +167,69 @@ class _ObjectView:
 
 
 class _NodeView:
-    """Composed YAML nodes: mappings are read on demand, merge keys honoured, nothing else constructed."""
+    """Nodes of :func:`manifest_yaml.kubectl_documents`, read as kubectl reads them."""
 
     @staticmethod
     def is_null(node):
-        return node is None or (isinstance(node, ScalarNode) and node.tag == _NULL_TAG)
+        return _yaml.is_null(node)
 
     @staticmethod
-    def as_map(node, walker):
-        if not isinstance(node, MappingNode):
-            return None
-        result = {}
-        _merge_into(result, node, walker, set(), 0)
-        return result
+    def as_map(node):
+        return _yaml.mapping(node)
 
     @staticmethod
     def as_list(node):
-        return node.value if isinstance(node, SequenceNode) else None
+        return node.value if isinstance(node, _yaml.SequenceNode) else None
 
     @staticmethod
     def as_text(node):
-        if isinstance(node, ScalarNode) and node.tag != _NULL_TAG:
-            return node.value
-        return None
+        if not isinstance(node, _yaml.ScalarNode):
+            return None
+        value = _yaml.scalar(node)
+        return value if isinstance(value, str) else None
 
     @staticmethod
     def quantity(node):
-        if not isinstance(node, ScalarNode) or node.tag == _NULL_TAG:
-            return None, "null" if _NodeView.is_null(node) else "a %s" % ("list" if isinstance(node, SequenceNode) else "mapping")
-        return _whole(node.value), repr(node.value)
+        if _yaml.is_null(node):
+            return 0, None, None
+        if not isinstance(node, _yaml.ScalarNode):
+            return None, "a %s" % ("list" if isinstance(node, _yaml.SequenceNode) else "mapping"), "not a quantity (the API server refuses it)"
+        value = _yaml.scalar(node)
+        shown = repr(node.value if len(node.value) <= 40 else node.value[:30] + "...")
+        if isinstance(value, str):
+            count, why = whole_units(value)
+            return count, shown, why
+        if isinstance(value, bool):
+            return None, shown, "a boolean to kubectl, not a quantity (the API server refuses it)"
+        count, why = whole_units(_yaml.json_token(value))
+        return count, shown, why
 
     @staticmethod
     def line(node):
         return node.start_mark.line + 1 if node is not None else None
 
 
-def _whole(text):
-    """``"2"``, ``"+2"``, ``"2.0"`` -> 2; anything else (``"1.5"``, ``"500m"``, ``"-1"``, ``"1k"``) -> None."""
-    match = _QUANTITY_RE.match(text)
-    return int(match.group(1)) if match else None
-
-
-def _merge_into(result, node, walker, seen, depth):
-    """Read ``node``'s keys into ``result``: own keys first, then merged mappings in order (earlier wins)."""
-    if id(node) in seen:
-        return
-    seen.add(id(node))
-    if depth > MAX_DEPTH:
-        raise ManifestError("merge keys nested deeper than %d levels" % MAX_DEPTH, walker.document + 1, node.start_mark.line + 1)
-    own = {}
-    merges = []
-    for key, value in node.value:
-        walker.step()
-        if key.tag == _MERGE_TAG:
-            merges.append(value)
-        elif isinstance(key, ScalarNode):
-            own[key.value] = value  # a repeated key keeps its last value, as a YAML load would
-    for key, value in own.items():
-        result.setdefault(key, value)
-    for merge in merges:
-        sources = merge.value if isinstance(merge, SequenceNode) else [merge]
-        for source in sources:
-            if isinstance(source, MappingNode):
-                _merge_into(result, source, walker, seen, depth + 1)
-
-
 # ---------------------------------------------------------------------------
 # the walk
 
 
+def _group(api_version):
+    return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+
+
+def _builtin(api_version):
+    """True for Kubernetes' own API groups (v1, apps, batch, *.k8s.io but not *.x-k8s.io)."""
+    if api_version is None:
+        return False
+    group = _group(api_version)
+    return group in _BUILTIN_GROUPS or (group.endswith(".k8s.io") and not group.endswith(".x-k8s.io"))
+
+
 class _Walker:
-    def __init__(self, view, resources, max_per_container, budget=MAX_STEPS):
+    def __init__(self, view, resources, budget=MAX_STEPS):
         self.view = view
         self.resources = resources
-        self.max = max_per_container
-        self.offenders = []
+        self.found = []
         self.steps = 0
         self.budget = budget
         self.document = 0
@@ -463,7 +246,7 @@ class _Walker:
         raise ManifestError(problem, self.document + 1, self.view.line(node))
 
     def mapping(self, node, where):
-        result = self.view.as_map(node, self)
+        result = self.view.as_map(node)
         if result is None:
             self.fail("%s must be a mapping" % where, node)
         return result
@@ -476,7 +259,7 @@ class _Walker:
 
     def check_object(self, node, where, default_kind, depth, seen):
         view = self.view
-        obj = view.as_map(node, self)
+        obj = view.as_map(node)
         if obj is None:
             self.fail("%s is not a Kubernetes object (expected a mapping with kind, metadata, spec)" % (where.rstrip(".") or "the document"), node)
         kind = view.as_text(obj.get("kind")) or default_kind
@@ -485,20 +268,43 @@ class _Walker:
         if kind == "List" or (kind.endswith("List") and "items" in obj):
             self.check_list(obj, where, None if kind == "List" else kind[: -len("List")], depth, seen)
             return
-        path = _POD_SPEC_PATHS.get(kind)
-        if path is None:
-            return
-        metadata = view.as_map(obj.get("metadata"), self) or {}
+        metadata = view.as_map(obj.get("metadata")) or {}
         name = view.as_text(metadata.get("name")) or view.as_text(metadata.get("generateName")) or ""
+        path = POD_SPEC_PATHS.get(kind)
+        if path is None:
+            if not _builtin(view.as_text(obj.get("apiVersion"))):
+                self.search(node, obj, where, kind, name)
+            return
         current = obj
         for position, key in enumerate(path):
             child = current.get(key)
             if view.is_null(child):
                 return
             current = self.mapping(child, where + ".".join(path[: position + 1]))
-        spec_path = where + ".".join(path)
-        for field in _CONTAINER_FIELDS:
-            containers = current.get(field)
+        self.check_pod_spec(node, current, where + ".".join(path), kind, name)
+
+    def search(self, node, obj, where, kind, name):
+        """Every mapping of a custom resource (outside metadata and status) holding containers is a Pod spec."""
+        view = self.view
+        stack = [(obj[key], where + key) for key in reversed(list(obj)) if key not in _SKIPPED_FIELDS]
+        while stack:
+            value, path = stack.pop()
+            self.step()
+            items = view.as_list(value)
+            if items is not None:
+                stack.extend((items[position], "%s[%d]" % (path, position)) for position in reversed(range(len(items))))
+                continue
+            current = view.as_map(value)
+            if current is None:
+                continue
+            if any(field in current for field in CONTAINER_FIELDS):
+                self.check_pod_spec(node, current, path, kind, name)
+            stack.extend((current[key], "%s.%s" % (path, key)) for key in reversed(list(current)) if key not in CONTAINER_FIELDS)
+
+    def check_pod_spec(self, obj_node, spec, spec_path, kind, name):
+        view = self.view
+        for field in CONTAINER_FIELDS:
+            containers = spec.get(field)
             if view.is_null(containers):
                 continue
             items = view.as_list(containers)
@@ -506,7 +312,7 @@ class _Walker:
                 self.fail("%s.%s must be a list" % (spec_path, field), containers)
             for position, container in enumerate(items):
                 self.step()
-                self.check_container(container, "%s.%s[%d]" % (spec_path, field, position), kind, name)
+                self.check_container(container, "%s.%s[%d]" % (spec_path, field, position), kind, name, obj_node, spec, field)
 
     def check_list(self, obj, where, item_kind, depth, seen):
         view = self.view
@@ -521,11 +327,11 @@ class _Walker:
         for position, item in enumerate(items):
             self.step()
             if id(item) in seen or view.is_null(item):
-                continue  # an alias of an item already checked
+                continue  # the same object twice (objects given as data may share it)
             seen.add(id(item))
             self.check_object(item, "%sitems[%d]." % (where, position), item_kind, depth + 1, seen)
 
-    def check_container(self, node, where, kind, name):
+    def check_container(self, node, where, kind, name, obj_node, spec, field):
         view = self.view
         container = self.mapping(node, where)
         container_name = view.as_text(container.get("name")) or where.rsplit(".", 1)[-1]
@@ -543,22 +349,30 @@ class _Walker:
                 if resource not in amounts:
                     continue
                 value = amounts[resource]
-                count, shown = view.quantity(value)
+                count, shown, why = view.quantity(value)
                 if count is None:
-                    self.fail(
-                        "%s.resources.%s[%s] is %s, not a whole number (extended resources are requested in whole units)" % (where, section, resource, shown),
-                        value if value is not None else node,
-                    )
+                    self.fail("%s.resources.%s[%s] is %s, %s" % (where, section, resource, shown, why), value if value is not None else node)
                 counts[resource] = max(count, counts.get(resource, 0))
         for resource in self.resources:
-            count = counts.get(resource)
-            if count is not None and count > self.max:
-                self.offenders.append(
-                    {"document": self.document, "kind": kind, "name": name, "container": container_name, "resource": resource, "count": count}
+            if resource in counts:
+                self.found.append(
+                    {
+                        "document": self.document,
+                        "kind": kind,
+                        "name": name,
+                        "container": container_name,
+                        "resource": resource,
+                        "count": counts[resource],
+                        "field": field,
+                        "path": where,
+                        "object": obj_node,
+                        "pod_spec": spec,
+                    }
                 )
 
 
-def _check_options(resources, max_per_container):
+def check_options(resources, max_per_container):
+    """Validate the options of :func:`find_offenders`; return ``(resources tuple, max)`` or raise ValueError."""
     if isinstance(resources, str):
         resources = (resources,)
     resources = tuple(resources)
@@ -569,24 +383,27 @@ def _check_options(resources, max_per_container):
     return tuple(dict.fromkeys(str(item) for item in resources)), int(max_per_container)
 
 
-def find_offenders(documents_or_text, resources=DEFAULT_RESOURCES, max_per_container=1):
-    """List every container that asks for more than ``max_per_container`` of one of ``resources``.
+def read_manifest(text_or_stream):
+    """Manifest text (``str``, ``bytes`` or a readable stream) as ``str``, size and encoding checked."""
+    return _yaml.read_text(text_or_stream)
 
-    ``documents_or_text`` is YAML text (``str``/``bytes``/a readable stream; several documents
-    allowed), one object (``dict``) or a list of objects. Workloads are Pod, PodTemplate,
-    Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController, Job, CronJob and
-    ``List``s of them; containers, initContainers and ephemeralContainers are checked, in
-    both ``limits`` and ``requests`` (the larger counts). Each offender is
-    ``{"document": 0-based index, "kind", "name", "container", "resource", "count"}``.
-    Raises :class:`ManifestError` for unreadable or invalid input, ``ValueError`` for bad options.
+
+def container_requests(documents_or_text, resources=DEFAULT_RESOURCES):
+    """Every container that names one of ``resources`` in its limits or requests, with its count.
+
+    ``documents_or_text`` is YAML text (read as kubectl reads it), one object (``dict``) or a list of
+    objects. Each entry is ``{"document": 0-based index, "kind", "name", "container", "resource",
+    "count" (the larger of limit and request), "field" (containers, initContainers or
+    ephemeralContainers), "path", "object", "pod_spec"}``; ``object`` and ``pod_spec`` are the
+    dicts when objects were given. Raises :class:`ManifestError` for input that cannot be checked.
     """
-    resources, max_per_container = _check_options(resources, max_per_container)
+    resources, _max = check_options(resources, 0)
     if isinstance(documents_or_text, (str, bytes, bytearray)) or hasattr(documents_or_text, "read"):
-        text = _read_text(documents_or_text)
-        walker = _Walker(_NodeView, resources, max_per_container, budget=MAX_STEPS + len(text))
-        for index, node in _iter_nodes(text):
+        text = _yaml.read_text(documents_or_text)
+        walker = _Walker(_NodeView, resources, budget=MAX_STEPS + len(text))
+        for index, node in _yaml.kubectl_documents(text):
             walker.check_document(index, node)
-        return walker.offenders
+        return walker.found
     if isinstance(documents_or_text, dict):
         documents = [documents_or_text]
     elif isinstance(documents_or_text, (list, tuple)):
@@ -595,63 +412,23 @@ def find_offenders(documents_or_text, resources=DEFAULT_RESOURCES, max_per_conta
         documents = []
     else:
         raise ManifestError("expected YAML text, an object or a list of objects, got %s" % type(documents_or_text).__name__)
-    walker = _Walker(_ObjectView, resources, max_per_container)
+    walker = _Walker(_ObjectView, resources)
     for index, document in enumerate(documents):
         walker.check_document(index, document)
-    return walker.offenders
+    return walker.found
 
 
-# ---------------------------------------------------------------------------
-# command line
+def find_offenders(documents_or_text, resources=DEFAULT_RESOURCES, max_per_container=1):
+    """List every container that asks for more than ``max_per_container`` of one of ``resources``.
 
-
-def _read_file(path):
-    if path == "-":
-        stream = getattr(sys.stdin, "buffer", sys.stdin)
-        return _read_text(stream)
-    with open(path, "rb") as handle:
-        return _read_text(handle)
-
-
-def _say(stream, line):
-    """One line of the CLI's output (the module never calls this)."""
-    stream.write(line + "\n")
-
-
-def main(argv=None):
-    """``check-request <pod-manifest>``: exit 0 and ``OK``, exit 1 and ``OVER=<container>=<count>`` lines, or exit 2."""
-    parser = argparse.ArgumentParser(
-        prog="check-request",
-        description="Reject GPU requests larger than one slice before deploying: prints OVER=<container>=<count> "
-        "per offending container (exit 1) or OK (exit 0); exit 2 when the manifest cannot be read.",
-    )
-    parser.add_argument("manifest", help="manifest file with one or more YAML documents ('-' reads standard input)")
-    parser.add_argument("--resource", action="append", dest="resources", metavar="NAME", help="resource to check (repeatable; default nvidia.com/gpu)")
-    parser.add_argument("--max", type=int, default=1, dest="max_per_container", metavar="N", help="most units one container may ask for (default 1)")
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return 0 if exc.code in (0, None) else 2
-    try:
-        resources, max_per_container = _check_options(args.resources or DEFAULT_RESOURCES, args.max_per_container)
-    except ValueError as exc:
-        _say(sys.stderr, "check-request: %s" % exc)
-        return 2
-    try:
-        offenders = find_offenders(_read_file(args.manifest), resources=resources, max_per_container=max_per_container)
-    except OSError as exc:
-        _say(sys.stderr, "check-request: cannot read %s: %s" % (args.manifest, exc.strerror or exc))
-        return 2
-    except ManifestError as exc:
-        _say(sys.stderr, "check-request: %s: %s" % (args.manifest, exc))
-        return 2
-    if offenders:
-        for offender in offenders:
-            _say(sys.stdout, "OVER=%s=%d" % (offender["container"], offender["count"]))
-        return 1
-    _say(sys.stdout, "OK")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    Input as for :func:`container_requests`. Containers, initContainers and ephemeralContainers
+    are checked, in both ``limits`` and ``requests`` (the larger counts). Each offender is
+    ``{"document": 0-based index, "kind", "name", "container", "resource", "count"}``.
+    Raises :class:`ManifestError` for unreadable or invalid input, ``ValueError`` for bad options.
+    """
+    resources, max_per_container = check_options(resources, max_per_container)
+    return [
+        {key: item[key] for key in ("document", "kind", "name", "container", "resource", "count")}
+        for item in container_requests(documents_or_text, resources)
+        if item["count"] > max_per_container
+    ]

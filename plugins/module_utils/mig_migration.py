@@ -203,37 +203,6 @@ def selection_matches(pod_spec, name, state):
 # workloads
 
 
-class _LocatingWalker(_requests._Walker):  # pylint: disable=protected-access
-    """The gpu_requests walker, remembering which object (and which container list) each finding came from."""
-
-    def __init__(self, resources):
-        super().__init__(_requests._ObjectView, resources, 0)  # pylint: disable=protected-access
-        self._current = None
-
-    def check_object(self, node, where, default_kind, depth, seen):
-        previous = self._current
-        self._current = node
-        try:
-            super().check_object(node, where, default_kind, depth, seen)
-        finally:
-            self._current = previous
-
-    def check_container(self, node, where, kind, name):
-        before = len(self.offenders)
-        super().check_container(node, where, kind, name)
-        for finding in self.offenders[before:]:
-            finding["object"] = self._current
-            finding["init"] = ".initContainers[" in where
-            finding["ephemeral"] = ".ephemeralContainers[" in where
-
-
-def _pod_spec(obj, kind):
-    spec = obj
-    for key in _requests._POD_SPEC_PATHS[kind]:  # pylint: disable=protected-access
-        spec = spec.get(key) or {}
-    return spec
-
-
 def _controller(obj):
     for owner in _meta(obj, "ownerReferences", []) or []:
         if isinstance(owner, dict) and owner.get("controller"):
@@ -249,12 +218,9 @@ def gpu_workloads(documents, resources=("nvidia.com/gpu",), default_namespace=""
     container if larger). With ``skip_controlled``, objects whose controller is itself a workload kind (a
     Deployment's ReplicaSet and Pods) and finished Pods are left out: their owner is what gets reported.
     """
-    walker = _LocatingWalker(tuple(resources))
-    for index, document in enumerate(documents):
-        walker.check_document(index, document)
     workloads = {}
-    for finding in walker.offenders:
-        if finding["ephemeral"]:
+    for finding in _requests.container_requests(list(documents), tuple(resources)):
+        if finding["field"] == "ephemeralContainers" or finding["count"] <= 0:
             continue  # ephemeral containers take no resources
         obj = finding["object"]
         if skip_controlled and _controller(obj) in _requests.WORKLOAD_KINDS:
@@ -268,10 +234,12 @@ def gpu_workloads(documents, resources=("nvidia.com/gpu",), default_namespace=""
                 "kind": finding["kind"],
                 "name": finding["name"],
                 "object": obj,
-                "pod_spec": _pod_spec(obj, finding["kind"]),
+                "pod_spec": finding["pod_spec"],
                 "containers": [],
             }
-        entry["containers"].append({"container": finding["container"], "resource": finding["resource"], "count": finding["count"], "init": finding["init"]})
+        entry["containers"].append(
+            {"container": finding["container"], "resource": finding["resource"], "count": finding["count"], "init": finding["field"] == "initContainers"}
+        )
     result = []
     for entry in workloads.values():
         requests = {}

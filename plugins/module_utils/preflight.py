@@ -17,15 +17,15 @@ Pure Python (PyYAML only), so it is unit-tested outside Ansible.
 from __future__ import annotations
 
 try:
-    from .gpu_requests import ManifestError, _iter_nodes, _read_text, load_documents
+    from .manifest_yaml import ManifestError, iter_nodes, load_documents, read_text
     from .node_status import parse_quantity
-except ImportError:  # loaded as plain modules, next to gpu_requests.py
-    from gpu_requests import ManifestError, _iter_nodes, _read_text, load_documents  # type: ignore[no-redef]
+except ImportError:  # loaded as plain modules, next to manifest_yaml.py
+    from manifest_yaml import ManifestError, iter_nodes, load_documents, read_text  # type: ignore[no-redef]
     from node_status import parse_quantity  # type: ignore[no-redef]
 
 try:
     from yaml.nodes import MappingNode, SequenceNode
-except ImportError:  # gpu_requests reports the missing library on first use
+except ImportError:  # manifest_yaml reports the missing library on first use
     MappingNode = SequenceNode = ()
 
 
@@ -109,8 +109,8 @@ def manifest_objects(text, max_values=MAX_EXPANDED_VALUES):
     """
     total = 0
     try:
-        text = _read_text(text)
-        for index, node in _iter_nodes(text):
+        text = read_text(text)
+        for index, node in iter_nodes(text):
             if node is None:
                 continue
             size = _expanded_size(node, max_values)

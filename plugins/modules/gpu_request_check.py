@@ -148,7 +148,8 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
 
 try:
-    from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_requests import MAX_INPUT_BYTES, ManifestError, find_offenders
+    from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_requests import find_offenders
+    from ansible_collections.gpushare.k8s.plugins.module_utils.manifest_yaml import MAX_INPUT_BYTES, ManifestError
     from ansible_collections.gpushare.k8s.plugins.module_utils.preflight import manifest_fix
 except ImportError:  # PyYAML missing on the managed host
     HAS_YAML = False
@@ -206,7 +207,8 @@ def main():
     try:
         offenders = find_offenders(data, resources=module.params["resources"], max_per_container=module.params["max_per_container"])
     except ManifestError as exc:
-        module.fail_json(msg="Cannot check the manifest: %s. %s" % (to_native(exc), manifest_fix(exc.problem)), offenders=[])
+        fix = "" if "Fix:" in exc.problem else " " + manifest_fix(exc.problem)
+        module.fail_json(msg="Cannot check the manifest: %s.%s" % (to_native(exc), fix), offenders=[])
     except ValueError as exc:
         module.fail_json(msg=to_native(exc), offenders=[])
 

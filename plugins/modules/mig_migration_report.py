@@ -186,7 +186,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.gpushare.k8s.plugins.module_utils.cluster_objects import ClusterReadError, ObjectLister
-from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_requests import MAX_INPUT_BYTES, WORKLOAD_KINDS, ManifestError, load_documents
+from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_requests import WORKLOAD_KINDS
 from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import (
     AUTH_ARG_SPEC,
     HAS_KUBERNETES,
@@ -194,6 +194,7 @@ from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import (
     K8sAuthError,
     build_api_client,
 )
+from ansible_collections.gpushare.k8s.plugins.module_utils.manifest_yaml import MAX_INPUT_BYTES, ManifestError, load_documents
 from ansible_collections.gpushare.k8s.plugins.module_utils.mig_migration import MigrationError, migration_report, report_summary
 
 

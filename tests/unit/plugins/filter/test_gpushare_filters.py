@@ -229,8 +229,8 @@ def test_gpu_offenders():
         pytest.param(
             "gpu_offenders",
             ("kind: Pod\nx: !!python/object/apply:os.system ['id']\n",),
-            "document 1, line 2: YAML tag 'tag:yaml.org,2002:python/object/apply:os.system' is not allowed (only "
-            "plain YAML is read; tags that build objects are refused)",
+            "document 1, line 2: the YAML tag '!!python/object/apply:os.system' is not allowed: kubectl decodes some tags (!!binary) "
+            "and sends others as plain text, so what it sends is not what is written. Fix: remove the tag and write the plain value",
             id="unsafe-tag",
         ),
         pytest.param("gpu_offenders", ("kind: Pod\n", [], 1), "resources must be a non-empty list of resource names, e.g. ['nvidia.com/gpu']", id="bad-option"),

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_requests import ManifestError
+from ansible_collections.gpushare.k8s.plugins.module_utils.manifest_yaml import ManifestError
 from ansible_collections.gpushare.k8s.plugins.module_utils.preflight import (
     manifest_fix,
     manifest_objects,

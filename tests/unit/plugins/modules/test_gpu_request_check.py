@@ -148,8 +148,9 @@ def test_resources_and_max_per_container():
         ),
         pytest.param(
             {"content": "kind: Pod\nx: !!python/object/apply:os.system ['id']\n"},
-            "Cannot check the manifest: document 1, line 2: YAML tag 'tag:yaml.org,2002:python/object/apply:os.system' is not allowed "
-            "(only plain YAML is read; tags that build objects are refused). Fix: remove the tag and write a plain value",
+            "Cannot check the manifest: document 1, line 2: the YAML tag '!!python/object/apply:os.system' is not allowed: kubectl decodes "
+            "some tags (!!binary) and sends others as plain text, so what it sends is not what is written. Fix: remove the tag and write "
+            "the plain value.",
             id="unsafe-tag",
         ),
         pytest.param({"definition": 42}, "definition must be an object, a list of objects or YAML text, got int", id="definition-number"),
@@ -167,3 +168,44 @@ def test_missing_file(tmp_path):
     outcome = run(path=str(missing))
     assert outcome.failed
     assert outcome.result == {"msg": "Cannot read %s: No such file or directory" % missing, "offenders": []}
+
+
+def pod_with(quantity, key="nvidia.com/gpu"):
+    return "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    resources:\n      limits:\n        %s: %s\n" % (key, quantity)
+
+
+@pytest.mark.parametrize("quantity, count", [("2000m", 2), ("2e0", 2), ("1k", 1000), ('"2"', 2), ("0x2", 2)])
+def test_quantities_the_api_server_accepts_are_counted(quantity, count):
+    outcome = run(content=pod_with(quantity), fail_on_offenders=False)
+    assert not outcome.failed
+    assert outcome.result["offenders"] == [{"document": 0, "kind": "Pod", "name": "p", "container": "c", "resource": "nvidia.com/gpu", "count": count}]
+    assert run(content=pod_with("1000m")).result["ok"] is True
+
+
+@pytest.mark.parametrize(
+    "content, construct",
+    [
+        pytest.param(pod_with("2", key="!!binary bnZpZGlhLmNvbS9ncHU="), "the YAML tag '!!binary' is not allowed", id="binary-key"),
+        pytest.param(pod_with("{<<: {a: 1}}"), "a merge key ('<<') is not allowed", id="merge-key"),
+        pytest.param(pod_with("1500m"), "is '1500m', not a whole number", id="fraction"),
+        pytest.param(pod_with("9" * 5000), "longer than 64 characters", id="huge-digits"),
+    ],
+)
+def test_constructs_read_differently_and_invalid_counts_fail_the_module(content, construct):
+    outcome = run(content=content, fail_on_offenders=False)
+    assert outcome.failed
+    assert outcome.result["msg"].startswith("Cannot check the manifest: document 1, line ")
+    assert construct in outcome.result["msg"]
+
+
+def test_custom_resources_with_pod_templates_are_checked():
+    jobset = (
+        "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: js}\nspec:\n  replicatedJobs:\n  - name: workers\n"
+        "    template:\n      spec:\n        template:\n          spec:\n            containers:\n            - name: trainer\n"
+        "              resources: {limits: {nvidia.com/gpu: 4}}\n"
+    )
+    outcome = run(content=jobset)
+    assert outcome.failed
+    assert outcome.result["offenders"] == [
+        {"document": 0, "kind": "JobSet", "name": "js", "container": "trainer", "resource": "nvidia.com/gpu", "count": 4}
+    ]

@@ -1,0 +1,112 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The request check's command line, ``check-request <pod-manifest>`` (the lab's ``bin/check-request.sh``).
+
+Runs on its own next to :mod:`manifest_yaml` and :mod:`gpu_requests` (no Ansible, no other import)::
+
+    python3 check_request.py <pod-manifest> [--resource NAME]... [--max N]
+
+Exit codes are the contract:
+
+- 0 and ``OK``: every document was read as kubectl reads it and no container asks for more than
+  N units (a file without workloads included);
+- 1 and one ``OVER=<container>=<count>`` line per container asking for more;
+- 2 and a message on standard error for everything else: the file cannot be read, is not valid
+  YAML, uses a construct kubectl reads differently (tags, anchors and aliases, merge keys,
+  repeated keys, ...), holds a count that is not a whole number of units, or the options are
+  wrong. ``--help`` prints the usage and exits 2 too: it checked nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+try:
+    from .gpu_requests import DEFAULT_RESOURCES, ManifestError, check_options, find_offenders, read_manifest
+except ImportError:  # run as a script next to gpu_requests.py and manifest_yaml.py (bin/check-request.sh)
+    from gpu_requests import DEFAULT_RESOURCES, ManifestError, check_options, find_offenders, read_manifest  # type: ignore[no-redef]
+
+
+__all__ = ["main"]
+
+EXIT_OK = 0
+EXIT_OVER = 1
+EXIT_ERROR = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose every exit (errors and --help) is exit 2: only a completed check exits 0 or 1."""
+
+    def exit(self, status=0, message=None):
+        if message:
+            self._print_message(message, sys.stderr)
+        raise _Exit()
+
+    def print_help(self, file=None):
+        super().print_help(sys.stderr)
+
+
+class _Exit(Exception):
+    """argparse finished (usage error or --help)."""
+
+
+def _read_file(path):
+    if path == "-":
+        stream = getattr(sys.stdin, "buffer", sys.stdin)
+        return read_manifest(stream)
+    with open(path, "rb") as handle:
+        return read_manifest(handle)
+
+
+def _say(stream, line):
+    """One line of output."""
+    stream.write(line + "\n")
+
+
+def main(argv=None):
+    """``check-request <pod-manifest>``: exit 0 and ``OK``, exit 1 and ``OVER=<container>=<count>`` lines, or exit 2."""
+    parser = _Parser(
+        prog="check-request",
+        description="Reject GPU requests larger than one slice before deploying. Reads the manifest as kubectl does "
+        "(or refuses it) and prints OVER=<container>=<count> per container asking for too much (exit 1) or OK (exit 0).",
+        epilog="Exit 2, with a message on standard error, when nothing was checked: unreadable file, invalid YAML, "
+        "a construct kubectl reads differently (tags, anchors, aliases, merge keys, repeated keys), a count that is "
+        "not a whole number of units, a bad option, or --help.",
+    )
+    parser.add_argument("manifest", help="manifest file with one or more YAML documents ('-' reads standard input)")
+    parser.add_argument("--resource", action="append", dest="resources", metavar="NAME", help="resource to check (repeatable; default nvidia.com/gpu)")
+    parser.add_argument("--max", type=int, default=1, dest="max_per_container", metavar="N", help="most units one container may ask for (default 1)")
+    try:
+        args = parser.parse_args(argv)
+    except _Exit:
+        return EXIT_ERROR
+    try:
+        resources, max_per_container = check_options(args.resources or DEFAULT_RESOURCES, args.max_per_container)
+    except ValueError as exc:
+        _say(sys.stderr, "check-request: %s" % exc)
+        return EXIT_ERROR
+    try:
+        offenders = find_offenders(_read_file(args.manifest), resources=resources, max_per_container=max_per_container)
+    except OSError as exc:
+        _say(sys.stderr, "check-request: cannot read %s: %s" % (args.manifest, exc.strerror or exc))
+        return EXIT_ERROR
+    except ManifestError as exc:
+        _say(sys.stderr, "check-request: %s: %s" % (args.manifest, exc))
+        return EXIT_ERROR
+    except Exception as exc:  # pylint: disable=broad-exception-caught
+        # Exit 1 means "too many GPUs": an unexpected failure must never look like that.
+        _say(sys.stderr, "check-request: %s: internal error, nothing was checked: %s: %s" % (args.manifest, type(exc).__name__, exc))
+        return EXIT_ERROR
+    if offenders:
+        for offender in offenders:
+            _say(sys.stdout, "OVER=%s=%d" % (offender["container"], offender["count"]))
+        return EXIT_OVER
+    _say(sys.stdout, "OK")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

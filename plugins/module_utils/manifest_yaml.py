@@ -1,0 +1,684 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The collection's hardened YAML reader: manifests read as kubectl reads them, or refused.
+
+Two readings, one home:
+
+- :func:`kubectl_documents` composes each document into YAML nodes and refuses every construct
+  on which PyYAML and kubectl's reader (``sigs.k8s.io/yaml`` over ``go.yaml.in/yaml/v2``, after
+  the ``---`` line split of ``k8s.io/apimachinery``) could disagree: explicit tags (``!!binary``
+  is decoded by kubectl, ``!Ref`` passes as a string), anchors and aliases (kubectl refuses
+  "excessive aliasing"), merge keys (kubectl lets a ``<<`` override the keys written before it,
+  unlike the YAML spec), duplicate keys, keys that are not plain strings, numbers or booleans,
+  YAML directives, ``...`` document ends, text after ``---``, and JSON followed by more input.
+  What is left is read by :func:`mapping` and :func:`scalar` exactly as kubectl resolves it
+  (YAML 1.1 booleans, octal ``010``, ``1_000``, ``0x10``, floats like ``2e0``).
+- :func:`load_documents` and :func:`iter_nodes` are the permissive safe readers (core-schema tags
+  and aliases allowed, tags that build objects refused) for files the collection reads itself.
+
+Hostile input stays cheap in both: input size, document count and nesting depth are bounded before
+libyaml recurses; composed nodes are never expanded. Pure Python (PyYAML), no Ansible import, so the
+lab's ``bin/check-request.sh`` embeds this file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from decimal import Decimal
+
+try:
+    import yaml
+    from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+    from yaml.resolver import BaseResolver
+
+    try:
+        from yaml.cyaml import CParser as _Parser
+        from yaml.cyaml import CSafeLoader as _SafeLoader
+    except ImportError:  # PyYAML built without libyaml
+        from yaml.composer import Composer as _Composer
+        from yaml.parser import Parser as _PyParser
+        from yaml.reader import Reader as _Reader
+        from yaml.scanner import Scanner as _Scanner
+        from yaml import SafeLoader as _SafeLoader
+
+        class _Parser(_Reader, _Scanner, _PyParser, _Composer):  # type: ignore[no-redef]
+            """Pure-Python stand-in for libyaml's CParser (reader, scanner, parser, composer)."""
+
+            def __init__(self, stream):
+                _Reader.__init__(self, stream)
+                _Scanner.__init__(self)
+                _PyParser.__init__(self)
+                _Composer.__init__(self)
+
+    HAS_YAML = True
+except ImportError:  # PyYAML missing: importable, and every entry point says what to install
+    HAS_YAML = False
+    yaml = None
+
+    class _Missing:  # pylint: disable=too-few-public-methods
+        """Placeholder base for the YAML classes below when PyYAML is missing."""
+
+        def __init__(self, *args, **kwargs):
+            raise ImportError("PyYAML")
+
+    # Distinct placeholders, so the classes below still build a consistent MRO.
+    MappingNode, ScalarNode, SequenceNode, BaseResolver, _Parser, _SafeLoader = (
+        type(name, (_Missing,), {}) for name in ("MappingNode", "ScalarNode", "SequenceNode", "BaseResolver", "_Parser", "_SafeLoader")
+    )
+
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_DOCUMENTS",
+    "MAX_INPUT_BYTES",
+    "ManifestError",
+    "is_null",
+    "iter_nodes",
+    "json_token",
+    "kubectl_documents",
+    "load_documents",
+    "mapping",
+    "node_data",
+    "read_text",
+    "scalar",
+]
+
+MAX_INPUT_BYTES = 32 * 1024 * 1024
+MAX_DOCUMENTS = 100000
+MAX_DEPTH = 200
+# Below these, nesting cannot exceed MAX_DEPTH: flow depth < _QUICK_DEPTH per document and
+# block depth <= 2 * (indentation + indicators) + 2; above them an exact event scan decides.
+_QUICK_DEPTH = 64
+_LONG_PREFIX_RE = re.compile(r"^[ \t?:-]{%d,}" % _QUICK_DEPTH, re.M)
+_DOCUMENT_MARK_RE = re.compile(r"^(?:---|\.\.\.)(?=[ \t\r\n]|$)", re.M)
+
+_TAG = "tag:yaml.org,2002:"
+_NULL_TAG = _TAG + "null"
+_MERGE_TAG = _TAG + "merge"
+_STR_TAG = _TAG + "str"
+_SEQ_TAG = _TAG + "seq"
+_MAP_TAG = _TAG + "map"
+_NULL_VALUES = frozenset(("", "~", "null", "Null", "NULL"))
+_SAFE_TAGS = frozenset(
+    _TAG + name for name in ("null", "bool", "int", "float", "str", "binary", "timestamp", "seq", "map", "omap", "pairs", "set", "merge", "value")
+)
+# Tags the kubectl reading gives nodes written without a tag; any other tag was written explicitly.
+_PLAIN = "gpushare:plain"
+_QUOTED = "gpushare:quoted"
+_COLLECTION = "gpushare:collection"
+
+
+class ManifestError(Exception):
+    """A manifest that cannot be checked: unreadable, invalid YAML, a refused construct, malformed workload.
+
+    ``document`` and ``line`` are 1-based when known.
+    """
+
+    def __init__(self, problem, document=None, line=None):
+        self.problem = problem
+        self.document = document
+        self.line = line
+        where = []
+        if document is not None:
+            where.append("document %d" % document)
+        if line is not None:
+            where.append("line %d" % line)
+        self.message = "%s: %s" % (", ".join(where), problem) if where else problem
+        super().__init__(self.message)
+
+
+# ---------------------------------------------------------------------------
+# text, depth, errors
+
+
+def read_text(text_or_stream):
+    """Return the manifest as ``str``, refusing anything larger than MAX_INPUT_BYTES or not UTF-8."""
+    if not HAS_YAML:
+        raise ManifestError("the Python library PyYAML is required to read manifests; install it (pip install PyYAML)")
+    data = text_or_stream
+    if hasattr(data, "read"):
+        data = data.read(MAX_INPUT_BYTES + 1)
+    if isinstance(data, (bytes, bytearray)):
+        if len(data) > MAX_INPUT_BYTES:
+            raise ManifestError("larger than %d MiB; refusing to read it" % (MAX_INPUT_BYTES // (1024 * 1024)))
+        try:
+            data = bytes(data).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ManifestError("not UTF-8 text (byte %d: %s)" % (exc.start, exc.reason)) from None
+    if not isinstance(data, str):
+        raise ManifestError("expected YAML text, got %s" % type(text_or_stream).__name__)
+    if len(data) > MAX_INPUT_BYTES:
+        raise ManifestError("larger than %d MiB; refusing to read it" % (MAX_INPUT_BYTES // (1024 * 1024)))
+    return str(data)
+
+
+def _yaml_error(exc, document):
+    """Turn a PyYAML error raised while reading document ``document`` (0-based) into a ManifestError."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    line = mark.line + 1 if mark is not None else None
+    problem = getattr(exc, "problem", None) or str(exc).strip().splitlines()[0]
+    tag = re.search(r"constructor for the tag '([^']*)'", problem)
+    if tag:
+        return ManifestError(_unsafe_tag_problem(tag.group(1)), document + 1, line)
+    context = getattr(exc, "context", None)
+    if context:
+        problem = "%s %s" % (context, problem)
+    return ManifestError("invalid YAML: %s" % problem, document + 1, line)
+
+
+def _unsafe_tag_problem(tag):
+    return "YAML tag %r is not allowed (only plain YAML is read; tags that build objects are refused)" % tag
+
+
+def _check_depth(text):
+    """Refuse nesting deeper than MAX_DEPTH before libyaml's recursive composer sees it."""
+    long_prefix = _LONG_PREFIX_RE.search(text) is not None
+    if not long_prefix and text.count("[") + text.count("{") < _QUICK_DEPTH:
+        return
+    if not long_prefix and all(chunk.count("[") + chunk.count("{") < _QUICK_DEPTH for chunk in _DOCUMENT_MARK_RE.split(text)):
+        return
+    depth = 0
+    document = 0
+    loader = _Parser(text)
+    try:
+        while loader.check_event():
+            event = loader.get_event()
+            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise ManifestError("nested deeper than %d levels; refusing to read it" % MAX_DEPTH, document, event.start_mark.line + 1)
+            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                depth -= 1
+            elif isinstance(event, yaml.DocumentStartEvent):
+                document += 1
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, max(document - 1, 0)) from None
+    finally:
+        loader.dispose()
+
+
+# ---------------------------------------------------------------------------
+# the permissive safe reading (files the collection reads for itself)
+
+
+class _LightResolver(BaseResolver):
+    """Resolves only null (empty documents) and merge keys; every other plain scalar stays a string."""
+
+    def descend_resolver(self, current_node, current_index):
+        pass
+
+    def ascend_resolver(self):
+        pass
+
+    def resolve(self, kind, value, implicit):
+        if kind is ScalarNode:
+            if implicit[0]:
+                if value in _NULL_VALUES:
+                    return _NULL_TAG
+                if value == "<<":
+                    return _MERGE_TAG
+            return _STR_TAG
+        return _SEQ_TAG if kind is SequenceNode else _MAP_TAG
+
+
+class _NodeLoader(_Parser, _LightResolver):
+    """Composes YAML documents into nodes (libyaml when available), constructing no Python objects."""
+
+    def __init__(self, stream):
+        _Parser.__init__(self, stream)
+        _LightResolver.__init__(self)
+
+
+class _ObjectLoader(_SafeLoader):
+    """Safe loader whose merge keys cannot multiply: each flattened mapping keeps one pair per key."""
+
+    def flatten_mapping(self, node):
+        merged = any(key.tag == _MERGE_TAG for key, _value in node.value)
+        super().flatten_mapping(node)
+        if merged:
+            node.value = _last_pair_per_key(node.value)
+
+
+def _last_pair_per_key(pairs):
+    """Drop pairs overridden later in the list (construction keeps the last value of a key anyway)."""
+    seen = set()
+    kept = []
+    for key, value in reversed(pairs):
+        ident = (key.tag, key.value) if isinstance(key, ScalarNode) else id(key)
+        if ident in seen:
+            continue
+        seen.add(ident)
+        kept.append((key, value))
+    kept.reverse()
+    return kept
+
+
+def _check_tags(root, document):
+    """Refuse explicit tags outside the YAML core schema anywhere in a composed document (aliases visited once)."""
+    stack = [root]
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.tag not in _SAFE_TAGS:
+            raise ManifestError(_unsafe_tag_problem(node.tag), document + 1, node.start_mark.line + 1)
+        if isinstance(node, MappingNode):
+            for key, value in node.value:
+                stack.append(key)
+                stack.append(value)
+        elif isinstance(node, SequenceNode):
+            stack.extend(node.value)
+
+
+def iter_nodes(text):
+    """Yield ``(index, root node)`` per document of ``text`` (a ``str``); the permissive reading.
+
+    Core-schema tags and aliases are allowed (aliases are shared nodes, never expanded), tags that
+    build objects are refused. Each document is dropped once the caller moves on.
+    """
+    _check_depth(text)
+    explicit_tags = "!" in text  # every YAML tag is written with '!'
+    loader = _NodeLoader(text)
+    index = 0
+    try:
+        while True:
+            try:
+                if not loader.check_node():
+                    break
+                node = loader.get_node()
+            except yaml.YAMLError as exc:
+                raise _yaml_error(exc, index) from None
+            except RecursionError:
+                raise ManifestError("nested too deeply to read", index + 1) from None
+            if explicit_tags and node is not None:
+                _check_tags(node, index)
+            yield index, node
+            index += 1
+            if index > MAX_DOCUMENTS:
+                raise ManifestError("more than %d documents; split the manifest" % MAX_DOCUMENTS)
+    finally:
+        loader.dispose()
+
+
+def load_documents(text_or_stream):
+    """Load every YAML document of a manifest with a safe loader (libyaml when available); the permissive reading.
+
+    Returns the list of documents, ``None`` for empty ones (so indexes match the file).
+    Raises :class:`ManifestError` for unreadable text, invalid YAML or tags that build objects.
+    """
+    text = read_text(text_or_stream)
+    _check_depth(text)
+    documents = []
+    loader = _ObjectLoader(text)
+    try:
+        while loader.check_data():
+            documents.append(loader.get_data())
+            if len(documents) > MAX_DOCUMENTS:
+                raise ManifestError("more than %d documents; split the manifest" % MAX_DOCUMENTS)
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, len(documents)) from None
+    except RecursionError:
+        raise ManifestError("nested too deeply to read", len(documents) + 1) from None
+    finally:
+        loader.dispose()
+    return documents
+
+
+# ---------------------------------------------------------------------------
+# the kubectl reading
+
+
+class _KubectlResolver(BaseResolver):
+    """Marks how each node was written: plain scalar, quoted scalar, untagged collection; explicit tags stay as written."""
+
+    def descend_resolver(self, current_node, current_index):
+        pass
+
+    def ascend_resolver(self):
+        pass
+
+    def resolve(self, kind, value, implicit):
+        if kind is ScalarNode:
+            if implicit[0]:
+                return _PLAIN
+            if implicit[1]:
+                return _QUOTED
+            return "!"  # the non-specific tag "!" written explicitly
+        return _COLLECTION if implicit else "!"
+
+
+class _KubectlNodeLoader(_Parser, _KubectlResolver):
+    """Composes documents into nodes whose tags tell plain, quoted and explicitly tagged nodes apart."""
+
+    def __init__(self, stream):
+        _Parser.__init__(self, stream)
+        _KubectlResolver.__init__(self)
+
+
+_SEPARATOR_LINE_RE = re.compile(r"^---(.*)$", re.M)
+# Timestamps (2001-12-14) need no rule: kubectl's reader keeps them as their text, and so does this one.
+_END_LINE_RE = re.compile(r"^\.\.\.(?:[ \t].*)?$", re.M)
+_DIRECTIVE_LINE_RE = re.compile(r"^%", re.M)
+_BOOLS = {}
+for _words, _value in (("y Y yes Yes YES true True TRUE on On ON", True), ("n N no No NO false False FALSE off Off OFF", False)):
+    for _word in _words.split():
+        _BOOLS[_word] = _value
+_SPECIAL_FLOATS = frozenset((".nan", ".NaN", ".NAN", ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF"))
+_YAML_FLOAT_RE = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
+_INT_RE = re.compile(r"^([-+]?)(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)$")
+_INT64_MIN, _INT64_MAX, _UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
+
+
+class _Unsupported(Exception):
+    """A plain scalar whose reading by kubectl this reader does not reproduce."""
+
+
+def _refuse(construct, why, fix, document, node):
+    raise ManifestError("%s is not allowed: %s. Fix: %s" % (construct, why, fix), document + 1, node.start_mark.line + 1 if node is not None else None)
+
+
+def _check_text(text):
+    """Refuse what kubectl's document split (a line starting with ``---``) and YAML reader treat differently from YAML."""
+    for match in _SEPARATOR_LINE_RE.finditer(text):
+        rest = match.group(1)
+        if rest.strip() and not (rest[0] in " \t" and rest.strip().startswith("#")):
+            line = text.count("\n", 0, match.start()) + 1
+            raise ManifestError(
+                "a line starting with '---' followed by %r: kubectl splits documents at every line starting with '---' and "
+                "refuses text after it. Fix: put the document on the lines after '---'" % rest.strip()[:20],
+                None,
+                line,
+            )
+    for regex, what in ((_END_LINE_RE, "a '...' document end"), (_DIRECTIVE_LINE_RE, "a YAML directive ('%' at the start of a line)")):
+        match = regex.search(text)
+        if match:
+            line = text.count("\n", 0, match.start()) + 1
+            raise ManifestError(
+                "%s is not allowed: kubectl reads only the first document of each '---' section and ignores the rest. "
+                "Fix: separate documents with '---' lines only" % what,
+                None,
+                line,
+            )
+
+
+def _json_stream(text):
+    """kubectl reads input starting with '{' as JSON: refuse JSON followed by anything, which it reads its own way."""
+    stripped = text.lstrip()
+    if not stripped.startswith("{"):
+        return
+    decoder = json.JSONDecoder(parse_constant=_no_constant)
+    try:
+        _value, end = decoder.raw_decode(stripped)
+    except (ValueError, _Unsupported):
+        return  # not JSON: kubectl falls back to YAML for the whole input, as this reader does
+    if stripped[end:].strip():
+        raise ManifestError(
+            "a JSON object followed by more input: kubectl reads it as a stream of JSON objects, not as YAML. "
+            "Fix: send one JSON object per file, or write the manifest as YAML documents separated by '---'",
+            1,
+            None,
+        )
+
+
+def _no_constant(name):
+    raise _Unsupported(name)
+
+
+def plain_value(value):
+    """The value kubectl's YAML reader gives a plain (unquoted, untagged) scalar: None, bool, int, float or str.
+
+    Raises :class:`_Unsupported` for values kubectl cannot send as JSON (NaN, infinities).
+    """
+    if value in _NULL_VALUES:
+        return None
+    if value in _BOOLS:
+        return _BOOLS[value]
+    if value in _SPECIAL_FLOATS:
+        raise _Unsupported("%s (not a number JSON can carry)" % value)
+    if not value or value[0] not in "+-.0123456789":
+        return value
+    if value[0] == ".":
+        return _float_or_text(value, value) if _YAML_FLOAT_RE.match(value) else value
+    plain = value.replace("_", "")
+    number = _go_int(plain)
+    if number is not None:
+        return number
+    if _YAML_FLOAT_RE.match(plain):
+        return _float_or_text(plain, value)
+    return value
+
+
+def _go_int(plain):
+    """Go's ``ParseInt(s, 0, 64)``, then ``ParseUint(s, 0, 64)``: an int, or None."""
+    match = _INT_RE.match(plain)
+    if not match:
+        return None
+    sign, digits = match.groups()
+    if len(digits) > 1 and digits[0] == "0" and digits[1] in "xXoObB":
+        number = int(digits[2:], {"x": 16, "o": 8, "b": 2}[digits[1].lower()])
+    elif len(digits) > 1 and digits[0] == "0":
+        number = int(digits[1:], 8)
+    else:
+        if len(digits) > 20:
+            return None
+        number = int(digits)
+    if sign == "-":
+        number = -number
+    if _INT64_MIN <= number <= _INT64_MAX:
+        return number
+    if sign == "" and number <= _UINT64_MAX:
+        return number  # a uint64; kubectl's JSON handling turns it into a float64 on the way out
+    return None
+
+
+def _float_or_text(plain, original):
+    number = float(plain)
+    if math.isinf(number):
+        return original  # Go's ParseFloat fails on overflow: kubectl keeps the text
+    if number == 0 and any(digit in "123456789" for digit in plain.split("e")[0].split("E")[0]):
+        raise _Unsupported("%s (too small for a float64)" % original)
+    return number
+
+
+def json_token(value):
+    """The JSON text kubectl sends for a scalar value (after its own JSON round trip), e.g. 2.0 -> ``2``, 1e21 -> ``1e+21``."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        if _INT64_MIN <= value <= _INT64_MAX:
+            return str(value)
+        value = float(value)  # kubectl reads integers beyond int64 back as float64
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            raise _Unsupported(repr(value))
+        if value == 0:
+            return "0"
+        if 1e-6 <= abs(value) < 1e21:  # Go: the shortest digits, positional
+            text = format(Decimal(repr(value)), "f")
+            return text.rstrip("0").rstrip(".") if "." in text else text
+        mantissa, exponent = repr(value).split("e")  # Go: the shortest digits, e+21 / e-7
+        return "%se%s%d" % (mantissa[:-2] if mantissa.endswith(".0") else mantissa, "-" if exponent.startswith("-") else "+", abs(int(exponent)))
+    return json.dumps(value)
+
+
+def _key_text(key, document):
+    """The string kubectl uses for a mapping key, or a refusal."""
+    if not isinstance(key, ScalarNode):
+        _refuse("a mapping or list used as a key", "kubectl refuses it", "use a string key", document, key)
+    if key.tag == _QUOTED:
+        return key.value
+    if key.tag != _PLAIN:
+        return None  # refused with the tags
+    if key.value == "<<":
+        _refuse(
+            "a merge key ('<<')",
+            "kubectl lets a '<<' override the keys written before it, unlike the YAML spec, so what it sends depends on the reader",
+            "write the merged keys out in the mapping",
+            document,
+            key,
+        )
+    try:
+        value = plain_value(key.value)
+    except _Unsupported:
+        value = 0.5  # refused below
+    if value is None:
+        _refuse("a null key (%r)" % key.value, "kubectl refuses it", "use a string key", document, key)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        _refuse("a floating-point key (%r)" % key.value, "kubectl turns it into a string of its own", "quote the key", document, key)
+    return value
+
+
+def _check_kubectl(root, document):
+    """Refuse, anywhere in a composed document, what kubectl reads differently: tags, aliases, merge keys, repeated keys."""
+    stack = [root]
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            _refuse(
+                "a YAML alias (*name)",
+                "kubectl expands aliases and refuses documents that use many, so it may send more, or nothing",
+                "write the aliased value out in full, without anchors and aliases",
+                document,
+                node,
+            )
+        seen.add(id(node))
+        if node.tag not in (_PLAIN, _QUOTED, _COLLECTION):
+            _refuse(
+                "the YAML tag %r" % node.tag.replace(_TAG, "!!"),
+                "kubectl decodes some tags (!!binary) and sends others as plain text, so what it sends is not what is written",
+                "remove the tag and write the plain value",
+                document,
+                node,
+            )
+        if isinstance(node, MappingNode):
+            keys = set()
+            for key, value in node.value:
+                if key.tag not in (_PLAIN, _QUOTED):
+                    stack.append(key)  # a tagged key is refused with its tag
+                    continue
+                text = _key_text(key, document)
+                if text in keys:
+                    _refuse("the repeated key %r" % text, "YAML readers disagree on which value wins", "keep one %r key per mapping" % text, document, key)
+                keys.add(text)
+                if id(key) in seen:
+                    _refuse(
+                        "a YAML alias (*name) as a key",
+                        "kubectl expands aliases and refuses documents that use many",
+                        "write the key out",
+                        document,
+                        key,
+                    )
+                seen.add(id(key))
+                stack.append(value)
+        elif isinstance(node, SequenceNode):
+            stack.extend(node.value)
+        elif node.tag == _PLAIN:
+            try:
+                plain_value(node.value)
+            except _Unsupported as exc:
+                _refuse("the value %s" % exc, "kubectl cannot send it as JSON", "quote it, or write a number", document, node)
+
+
+def _check_event_tags(text):
+    """Refuse every explicit tag, the non-specific '!' included (libyaml reports '! 2' like a plain 2; kubectl reads a string)."""
+    loader = _Parser(text)
+    document = 0
+    try:
+        while loader.check_event():
+            event = loader.get_event()
+            if isinstance(event, yaml.DocumentStartEvent):
+                document += 1
+            elif getattr(event, "tag", None) is not None:
+                raise ManifestError(
+                    "the YAML tag %r is not allowed: kubectl decodes some tags (!!binary) and sends others as plain text, so what "
+                    "it sends is not what is written. Fix: remove the tag and write the plain value" % event.tag.replace(_TAG, "!!"),
+                    max(document, 1),
+                    event.start_mark.line + 1,
+                )
+    except yaml.YAMLError:
+        return  # reported with its document by the reading itself
+    finally:
+        loader.dispose()
+
+
+def kubectl_documents(text):
+    """Yield ``(index, root node)`` per document of ``text`` (a ``str``), as kubectl would read them, or raise ManifestError.
+
+    Every node of every document is checked before it is yielded (see the module's docstring for
+    what is refused); read the nodes with :func:`is_null`, :func:`mapping` and :func:`scalar`.
+    """
+    _check_text(text)
+    _json_stream(text)
+    _check_depth(text)
+    if "!" in text:  # every YAML tag is written with '!'
+        _check_event_tags(text)
+    loader = _KubectlNodeLoader(text)
+    index = 0
+    try:
+        while True:
+            try:
+                if not loader.check_node():
+                    break
+                node = loader.get_node()
+            except yaml.YAMLError as exc:
+                raise _yaml_error(exc, index) from None
+            except RecursionError:
+                raise ManifestError("nested too deeply to read", index + 1) from None
+            if node is not None:
+                _check_kubectl(node, index)
+            yield index, node
+            index += 1
+            if index > MAX_DOCUMENTS:
+                raise ManifestError("more than %d documents; split the manifest" % MAX_DOCUMENTS)
+    finally:
+        loader.dispose()
+
+
+def node_data(node):
+    """A document of :func:`kubectl_documents` as the data kubectl sends (dicts, lists, str, bool, None, int, float)."""
+    if is_null(node):
+        return None
+    if isinstance(node, MappingNode):
+        return {key: node_data(value) for key, value in mapping(node).items()}
+    if isinstance(node, SequenceNode):
+        return [node_data(item) for item in node.value]
+    return scalar(node)
+
+
+def is_null(node):
+    """True for a missing node or one kubectl reads as null (``~``, ``null``, nothing)."""
+    return node is None or (isinstance(node, ScalarNode) and node.tag == _PLAIN and node.value in _NULL_VALUES)
+
+
+def mapping(node):
+    """A mapping node of :func:`kubectl_documents` as ``{key as kubectl spells it: value node}``; None for other nodes."""
+    if not isinstance(node, MappingNode):
+        return None
+    result = {}
+    for key, value in node.value:
+        result[key.value if key.tag == _QUOTED else _key_text(key, 0)] = value
+    return result
+
+
+def scalar(node):
+    """The value kubectl sends for a scalar node (None, bool, int, float or str); raises ValueError for a list or mapping."""
+    if not isinstance(node, ScalarNode):
+        raise ValueError("not a scalar")
+    if node.tag == _QUOTED:
+        return node.value
+    return plain_value(node.value)
