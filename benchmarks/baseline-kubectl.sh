@@ -11,11 +11,12 @@
 #   KUBECTL=/path/to/kubectl  kubectl to use (default: kubectl on PATH)
 #   PYTHON=/path/to/python3   Python with PyYAML for the step-6 self-test
 #                             (default: python3 on PATH)
-#   GPU_REQUESTS_PY=/path     the collection's gpu_requests.py (default: found
+#   MODULE_UTILS=/path        the collection's plugins/module_utils (manifest_yaml.py,
+#                             gpu_requests.py, check_request.py; default: found
 #                             relative to this script)
 #
 # Step 6 (bin/check-request.sh) is the lab's own program: the script installs a
-# wrapper around the collection's gpu_requests.py and self-tests it once, as the
+# wrapper around the collection's check_request.py and self-tests it once, as the
 # playbook does; the request rule is not re-implemented in shell.
 set -euo pipefail
 
@@ -24,7 +25,7 @@ root=${2:?usage: baseline-kubectl.sh KUBECONFIG LAB_ROOT}
 KUBECTL=${KUBECTL:-kubectl}
 PYTHON=${PYTHON:-python3}
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
-GPU_REQUESTS_PY=${GPU_REQUESTS_PY:-$here/../plugins/module_utils/gpu_requests.py}
+MODULE_UTILS=${MODULE_UTILS:-$here/../plugins/module_utils}
 
 k() { "$KUBECTL" --kubeconfig "$kubeconfig" "$@"; }
 die() { echo "baseline-kubectl: $*" >&2; exit 1; }
@@ -140,11 +141,11 @@ fi
 grep -q 'exceeded quota: gpu-quota' "$root/out/quota-denied.txt" || die "unexpected rejection: $(cat "$root/out/quota-denied.txt")"
 ! k get pod -n team-a team-over >/dev/null 2>&1 || die "the rejected Pod exists"
 
-# --- Step 6: bin/check-request.sh (the lab's rule, gpu_requests.py), self-tested ----
-cp "$GPU_REQUESTS_PY" "$root/bin/gpu_requests.py"
+# --- Step 6: bin/check-request.sh (the lab's rule, check_request.py), self-tested --
+cp "$MODULE_UTILS/manifest_yaml.py" "$MODULE_UTILS/gpu_requests.py" "$MODULE_UTILS/check_request.py" "$root/bin/"
 cat > "$root/bin/check-request.sh" <<EOF
 #!/usr/bin/env bash
-exec $(printf '%q' "$PYTHON") "\$(dirname -- "\$(readlink -f -- "\${BASH_SOURCE[0]}")")/gpu_requests.py" "\$@"
+exec $(printf '%q' "$PYTHON") "\$(dirname -- "\$(readlink -f -- "\${BASH_SOURCE[0]}")")/check_request.py" "\$@"
 EOF
 chmod 0755 "$root/bin/check-request.sh"
 [[ $("$root/bin/check-request.sh" "$root/k8s/mig-job.yaml") == OK ]] || die "check-request.sh does not pass k8s/mig-job.yaml"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 # Copyright: contributors to the gpushare.k8s collection
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The naive request check the benchmark compares gpu_requests.py with.
+"""The naive request check the benchmark compares check_request.py with.
 
     naive_check.py <manifest> [--libyaml]
 

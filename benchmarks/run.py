@@ -7,7 +7,7 @@
 
 Sections (all by default, in this order):
 
-  check  request check: plugins/module_utils/gpu_requests.py (what bin/check-request.sh runs) on a
+  check  request check: plugins/module_utils/check_request.py (what bin/check-request.sh runs) on a
          generated 10,000-document manifest, wall time and peak RSS of the child, against a naive
          yaml.safe_load_all checker on the same file.
   lab    `ansible-playbook playbooks/lab.yml`: first run on a fresh cluster and the idempotent
@@ -480,9 +480,9 @@ def section_check(env, args):
     RESULTS.machine["manifest"] = {"documents": args.documents, "bytes": len(text), "lines": text.count("\n"), "containers": containers}
     say("  manifest: %d documents, %.1f MB, %d lines, %d containers" % (args.documents, len(text) / 1e6, text.count("\n"), containers))
 
-    checker = ROOT / "plugins" / "module_utils" / "gpu_requests.py"
+    checker = ROOT / "plugins" / "module_utils" / "check_request.py"
     candidates = [
-        ("ours", "gpu_requests.py (check-request.sh)", [PYTHON, checker, manifest], args.fast_runs),
+        ("ours", "check_request.py (check-request.sh)", [PYTHON, checker, manifest], args.fast_runs),
         ("naive_c", "naive safe_load_all with CSafeLoader (libyaml)", [PYTHON, BENCH / "naive_check.py", manifest, "--libyaml"],
          1 if args.quick else args.fast_runs),
     ]
@@ -518,8 +518,8 @@ def section_check(env, args):
                 RESULTS.add("check.%s.rss" % key, rss, label.split(" (", maxsplit=1)[0] + ": peak RSS", unit="MB")
     for r in range(args.fast_runs):
         seconds, rss, rc, _out = env.rusage([PYTHON, checker, small], "check-ours-1000")
-        RESULTS.add("check.ours1k.time", seconds, "check gpu_requests.py on 1,000 documents: wall")
-        RESULTS.add("check.ours1k.rss", rss, "check gpu_requests.py on 1,000 documents: peak RSS", unit="MB")
+        RESULTS.add("check.ours1k.time", seconds, "check check_request.py on 1,000 documents: wall")
+        RESULTS.add("check.ours1k.rss", rss, "check check_request.py on 1,000 documents: peak RSS", unit="MB")
 
     reference = next(iter(outputs["ours"]))
     offenders = reference[1].count("OVER=")
@@ -542,7 +542,7 @@ def section_check(env, args):
     met = RESULTS.median("check.ours.time") <= 2.0
     RESULTS.ratios.append({"label": "check: ours on %d documents <= 2 s" % args.documents, "value": RESULTS.median("check.ours.time"),
                            "target": "<= 2 s", "met": met, "unit": "s"})
-    say("  target  gpu_requests.py <= 2 s: %s (%s)" % ("met" if met else "MISSED", fmt(RESULTS.median("check.ours.time"), "s")))
+    say("  target  check_request.py <= 2 s: %s (%s)" % ("met" if met else "MISSED", fmt(RESULTS.median("check.ours.time"), "s")))
 
     if args.profile:
         proc = subprocess.run([PYTHON, "-m", "cProfile", "-s", "tottime", checker, manifest], capture_output=True, text=True,
@@ -550,7 +550,7 @@ def section_check(env, args):
         rows = [line for line in proc.stdout.splitlines() if re.match(r"\s*\d+(/\d+)?\s+\d", line)][:8]
         total = re.search(r"in ([\d.]+) seconds", proc.stdout)
         RESULTS.profile["check"] = {"total": float(total.group(1)) if total else None, "rows": rows}
-        say("  cProfile of gpu_requests.py (one run, profiler overhead included; %s s):" % (total.group(1) if total else "?"))
+        say("  cProfile of check_request.py (one run, profiler overhead included; %s s):" % (total.group(1) if total else "?"))
         say("       ncalls  tottime  percall  cumtime  percall filename:lineno(function)")
         for row in rows:
             say("    " + row.replace(str(ROOT) + "/", "").replace(str(Path(PYTHON).parent.parent), ".venv"))

@@ -365,8 +365,9 @@ class _Walker:
                         "count": counts[resource],
                         "field": field,
                         "path": where,
-                        "object": obj_node,
-                        "pod_spec": spec,
+                        # data only: keeping composed nodes would keep every document of a large file alive
+                        "object": obj_node if self.view is _ObjectView else None,
+                        "pod_spec": spec if self.view is _ObjectView else None,
                     }
                 )
 
@@ -395,7 +396,7 @@ def container_requests(documents_or_text, resources=DEFAULT_RESOURCES):
     objects. Each entry is ``{"document": 0-based index, "kind", "name", "container", "resource",
     "count" (the larger of limit and request), "field" (containers, initContainers or
     ephemeralContainers), "path", "object", "pod_spec"}``; ``object`` and ``pod_spec`` are the
-    dicts when objects were given. Raises :class:`ManifestError` for input that cannot be checked.
+    dicts when objects were given (None for YAML text). Raises :class:`ManifestError` for input that cannot be checked.
     """
     resources, _max = check_options(resources, 0)
     if isinstance(documents_or_text, (str, bytes, bytearray)) or hasattr(documents_or_text, "read"):

@@ -511,8 +511,14 @@ def json_token(value):
     return json.dumps(value)
 
 
+_NUMBER_START = frozenset("+-.0123456789")
+
+
 def _key_text(key, document):
     """The string kubectl uses for a mapping key, or a refusal."""
+    text = key.value
+    if key.tag == _PLAIN and text and text[0] not in _NUMBER_START and text not in _BOOLS and text not in _NULL_VALUES and text != "<<":
+        return text  # the common case: a plain word stays that word
     if not isinstance(key, ScalarNode):
         _refuse("a mapping or list used as a key", "kubectl refuses it", "use a string key", document, key)
     if key.tag == _QUOTED:
@@ -587,7 +593,7 @@ def _check_kubectl(root, document):
                 stack.append(value)
         elif isinstance(node, SequenceNode):
             stack.extend(node.value)
-        elif node.tag == _PLAIN:
+        elif node.tag == _PLAIN and node.value[:1] in _NUMBER_START:
             try:
                 plain_value(node.value)
             except _Unsupported as exc:
@@ -669,10 +675,7 @@ def mapping(node):
     """A mapping node of :func:`kubectl_documents` as ``{key as kubectl spells it: value node}``; None for other nodes."""
     if not isinstance(node, MappingNode):
         return None
-    result = {}
-    for key, value in node.value:
-        result[key.value if key.tag == _QUOTED else _key_text(key, 0)] = value
-    return result
+    return {key.value if key.tag == _QUOTED else _key_text(key, 0): value for key, value in node.value}
 
 
 def scalar(node):

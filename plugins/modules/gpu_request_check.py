@@ -18,10 +18,15 @@ description:
     plugin's C(failRequestsGreaterThanOne) only fails such a Pod at kubelet admission, where it stays until deleted by hand;
     this check stops it before deploy.
   - Walks Pod, PodTemplate, Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController, Job, CronJob and
-    C(List) objects; checks C(containers), C(initContainers) and C(ephemeralContainers). Other kinds are ignored.
-  - YAML is read with a safe loader; tags that build objects are refused and hostile input (alias bombs, deep nesting)
-    is rejected quickly instead of being expanded.
-  - The same check runs as a script (C(check-request <manifest>)), see the C(gpu_requests) module utility.
+    C(List) objects; checks C(containers), C(initContainers) and C(ephemeralContainers). In custom resources (any API
+    group but Kubernetes' own: Argo Rollouts, JobSets, LeaderWorkerSets, training operators) every mapping outside
+    C(metadata) and C(status) holding containers is a Pod spec. Other kinds of Kubernetes' own groups are ignored.
+  - YAML text is read as kubectl reads it, or refused with a message naming the construct - explicit tags
+    (C(!!binary) included), merge keys, anchors and aliases, repeated keys, C(...) document ends, directives, text
+    after C(---), JSON followed by more input. Hostile input (alias bombs, deep nesting) is refused at once.
+  - Counts are read as the API server reads quantities (V(2000m) and V(2e0) are 2, V(1k) is 1000); a count that is not
+    a whole number of units fails the module.
+  - The same check runs as a script (C(check-request <manifest>)), see the C(check_request) module utility.
 requirements:
   - PyYAML (on the managed host)
 extends_documentation_fragment:

@@ -76,7 +76,8 @@ def test_role_installs_the_script_and_the_one_implementation(installed):
     mode = installed.script.stat().st_mode
     assert stat.S_IMODE(mode) == 0o755
     # The one implementation, embedded verbatim; the spec names no other file in bin/.
-    assert (REPO / "plugins" / "module_utils" / "gpu_requests.py").read_text() in installed.script.read_text()
+    for name in ("manifest_yaml.py", "gpu_requests.py", "check_request.py"):
+        assert (REPO / "plugins" / "module_utils" / name).read_text().rstrip("\n") in installed.script.read_text()
     assert sorted(p.name for p in (installed.root / "bin").iterdir()) == ["check-request.sh"]
     assert installed.script.read_text().startswith("#!/usr/bin/env bash\n")
 
@@ -218,7 +219,7 @@ def test_within_one_slice_is_ok(check, text):
 
 
 def test_empty_file_has_nothing_to_reject(check):
-    # The one implementation (gpu_requests.py, and its unit test test_cli_prints_ok) treats a file
+    # The one implementation (check_request.py, and its unit test test_cli_prints_ok) treats a file
     # without documents like a Pod without a GPU request: nothing asks for too much, so OK.
     result = check("")
     assert (result.returncode, result.stdout) == (0, "OK\n")
@@ -265,14 +266,65 @@ def test_alias_bomb_of_pods_finishes(check):
     assert "OK" not in result.stdout.splitlines()
 
 
-def test_billion_laughs_outside_the_pod_spec_is_never_expanded(check):
-    # A Pod whose annotations hold 10**11 "lol"s: only fields that can hold a Pod spec are visited,
-    # so the bomb is never expanded and the Pod (no GPU request) passes at once.
+def test_billion_laughs_outside_the_pod_spec_is_refused_at_once(check):
+    # A Pod whose annotations hold 10**11 "lol"s: kubectl refuses it ("excessive aliasing"), and so does
+    # the check, at once and without expanding it (the subprocess timeout fails the test otherwise).
     lines = ["apiVersion: v1", "kind: Pod", *alias_chain("l", '"lol"', 12),
              "metadata:", "  name: laughs", "  annotations: {bomb: *l11}",
              "spec:", "  containers: [{name: main, image: registry.k8s.io/pause:3.10}]"]
     result = check("\n".join(lines) + "\n")
-    assert (result.returncode, result.stdout) == (0, "OK\n"), result.stderr[:500]
+    assert (result.returncode, result.stdout) == (2, ""), result.stderr[:500]
+    assert "a YAML alias (*name) is not allowed" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "limits, construct",
+    [
+        pytest.param("{nvidia.com/gpu: 1, <<: {nvidia.com/gpu: 2}}", "a merge key ('<<') is not allowed", id="merge-key"),
+        pytest.param("{!!binary bnZpZGlhLmNvbS9ncHU=: 2}", "the YAML tag '!!binary' is not allowed", id="binary-key"),
+        pytest.param("{nvidia.com/gpu: !!binary Mg==}", "the YAML tag '!!binary' is not allowed", id="binary-value"),
+        pytest.param("{nvidia.com/gpu: 2, nvidia.com/gpu: 1}", "the repeated key 'nvidia.com/gpu' is not allowed", id="repeated-key"),
+        pytest.param("{nvidia.com/gpu: 1500m}", "is '1500m', not a whole number", id="fraction"),
+        pytest.param("{nvidia.com/gpu: %s}" % ("9" * 5000), "longer than 64 characters", id="huge-digits"),
+    ],
+)
+def test_constructs_kubectl_reads_differently_exit_2_naming_them(check, limits, construct):
+    result = check(POD_TWO_GPUS.replace("nvidia.com/gpu: 2", "").replace("limits:", "limits: " + limits))
+    assert (result.returncode, result.stdout) == (2, ""), result.stderr
+    assert construct in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("quantity, out", [("2000m", "OVER=trainer=2\n"), ("2e0", "OVER=trainer=2\n"), ("1k", "OVER=trainer=1000\n"),
+                                           ("1000m", "OK\n"), ('"1"', "OK\n")])
+def test_quantities_as_the_api_server_reads_them(check, quantity, out):
+    result = check(POD_TWO_GPUS.replace("nvidia.com/gpu: 2", "nvidia.com/gpu: " + quantity))
+    assert (result.returncode, result.stdout, result.stderr) == (1 if out.startswith("OVER") else 0, out, "")
+
+
+def test_custom_resource_pod_templates_are_checked(check):
+    rollout = """\
+        apiVersion: argoproj.io/v1alpha1
+        kind: Rollout
+        metadata:
+          name: canary
+        spec:
+          template:
+            spec:
+              containers:
+                - name: server
+                  image: registry.k8s.io/pause:3.10
+                  resources:
+                    limits:
+                      nvidia.com/gpu: 2
+        """
+    result = check(rollout)
+    assert (result.returncode, result.stdout) == (1, "OVER=server=2\n")
+
+
+def test_help_exits_2(installed):
+    result = subprocess.run([str(installed.script), "--help"], capture_output=True, text=True, timeout=20, check=False)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith("usage: check-request")
 
 
 def test_falls_back_to_python3_when_the_configured_python_is_gone(tmp_path):

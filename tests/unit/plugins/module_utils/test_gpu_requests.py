@@ -264,7 +264,11 @@ def test_lists_nested_too_deep():
             "line 3: the repeated key '10' is not allowed: YAML readers disagree on which value wins. Fix: keep one '10' key per mapping",
             id="repeated-key-after-conversion",
         ),
-        pytest.param("kind: Pod\nmetadata: {? [a]: b}\n", "line 2: a mapping or list used as a key is not allowed: kubectl refuses it. Fix: use a string key", id="list-key"),
+        pytest.param(
+            "kind: Pod\nmetadata: {? [a]: b}\n",
+            "line 2: a mapping or list used as a key is not allowed: kubectl refuses it. Fix: use a string key",
+            id="list-key",
+        ),
         pytest.param("kind: Pod\nmetadata: {~: b}\n", "line 2: a null key ('~') is not allowed: kubectl refuses it. Fix: use a string key", id="null-key"),
         pytest.param(
             "kind: Pod\nmetadata: {annotations: {a: .nan}}\n",
@@ -707,15 +711,26 @@ def template(spec):
         ),
         pytest.param(
             "leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet",
-            {"leaderWorkerTemplate": {"size": 4, "leaderTemplate": template(pod_spec(container("leader", limits=gpus(1)))), "workerTemplate": template(TRAINER)}},
+            {
+                "leaderWorkerTemplate": {
+                    "size": 4, "leaderTemplate": template(pod_spec(container("leader", limits=gpus(1)))), "workerTemplate": template(TRAINER),
+                }
+            },
             "spec.leaderWorkerTemplate.workerTemplate.spec", id="leaderworkerset",
         ),
         pytest.param(
             "kubeflow.org/v1", "PyTorchJob",
-            {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template(pod_spec(container("master")))}, "Worker": {"replicas": 3, "template": template(TRAINER)}}},
+            {
+                "pytorchReplicaSpecs": {
+                    "Master": {"replicas": 1, "template": template(pod_spec(container("master")))},
+                    "Worker": {"replicas": 3, "template": template(TRAINER)},
+                }
+            },
             "spec.pytorchReplicaSpecs.Worker.template.spec", id="training-operator",
         ),
-        pytest.param("example.com/v1", "Scheduled", {"jobTemplate": {"spec": {"template": template(TRAINER)}}}, "spec.jobTemplate.spec.template.spec", id="job-template"),
+        pytest.param(
+            "example.com/v1", "Scheduled", {"jobTemplate": {"spec": {"template": template(TRAINER)}}}, "spec.jobTemplate.spec.template.spec", id="job-template"
+        ),
         pytest.param("serving.kserve.io/v1beta1", "InferenceService", {"predictor": TRAINER}, "spec.predictor", id="pod-spec-inline"),
         pytest.param(None, "Mystery", {"template": template(TRAINER)}, "spec.template.spec", id="no-api-version"),
     ],

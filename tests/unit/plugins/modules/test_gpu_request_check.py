@@ -171,7 +171,9 @@ def test_missing_file(tmp_path):
 
 
 def pod_with(quantity, key="nvidia.com/gpu"):
-    return "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    resources:\n      limits:\n        %s: %s\n" % (key, quantity)
+    return (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    resources:\n      limits:\n        %s: %s\n" % (key, quantity)
+    )
 
 
 @pytest.mark.parametrize("quantity, count", [("2000m", 2), ("2e0", 2), ("1k", 1000), ('"2"', 2), ("0x2", 2)])
