@@ -16,7 +16,6 @@ Documents are sent in batches (one kubectl process per batch) to keep the run sh
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 import yaml
