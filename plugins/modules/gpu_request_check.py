@@ -19,7 +19,7 @@ description:
     this check stops it before deploy.
   - Walks Pod, PodTemplate, Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController, Job, CronJob and
     C(List) objects; checks C(containers), C(initContainers) and C(ephemeralContainers). In custom resources (any API
-    group but Kubernetes' own: Argo Rollouts, JobSets, LeaderWorkerSets, training operators) every mapping outside
+    group but Kubernetes' own, such as Argo Rollouts, JobSets, LeaderWorkerSets, training operators) every mapping outside
     C(metadata) and C(status) holding containers is a Pod spec. Other kinds of Kubernetes' own groups are ignored.
   - YAML text is read as kubectl reads it, or refused with a message naming the construct - explicit tags
     (C(!!binary) included), merge keys, anchors and aliases, repeated keys, C(...) document ends, directives, text
