@@ -33,6 +33,7 @@ __all__ = [
     "MPS_MAX_CLIENTS",
     "advertised_name",
     "advertised_resources",
+    "dump_yaml",
     "parse_config",
     "render_config",
     "sharing_of",
@@ -561,6 +562,11 @@ def _dump(data):
         raise ConfigError("", "cannot render: the Python library PyYAML is missing", "install it (pip install PyYAML)")
     text = yaml.dump(data, Dumper=_BlockDumper, default_flow_style=False, sort_keys=False, allow_unicode=True, width=4096, indent=2)
     return text.rstrip("\n")
+
+
+def dump_yaml(data):
+    """Render any plain data as the configs are rendered: stable key order, block style, no trailing newline."""
+    return _dump(data)
 
 
 def render_config(data, name=None):

@@ -167,13 +167,15 @@ def check_product(node, where=None):
     return str(product)
 
 
-def feature_labels(node, advertised, config=None, default_product=None):
+def feature_labels(node, advertised, config=None, default_product=None, mig_strategy=None):
     """The GFD labels of one node, as ``{label: value}`` (values are strings).
 
     ``node`` is an inventory entry ``{name, gpus, config?|mig?, product?}``; ``advertised`` what it
     advertises (``{resource: count}``, from ``node_gpu_resources``); ``config`` its device-plugin
     config (a mapping; ``None`` for the plugin's defaults); ``default_product`` the product of a
     non-MIG node that names none. A MIG node's product is ``mig.product``, kept verbatim.
+    ``mig_strategy`` is the strategy the plugin runs with when something other than the config sets it
+    (the GPU Operator passes ``ClusterPolicy`` ``spec.mig.strategy``, which overrides the config file).
     A node with no GPU gets no label.
     """
     where, gpus = _check_node(node)
@@ -228,7 +230,8 @@ def feature_labels(node, advertised, config=None, default_product=None):
         labels[GPU + "replicas"] = replicas
         labels[GPU + "sharing-strategy"] = strategy if shared else _dp.STRATEGY_NONE
         labels[GPU + "memory"] = memory
-        mig_strategy = normalised.get("flags", {}).get("migStrategy", "none")
+        if mig_strategy is None:
+            mig_strategy = normalised.get("flags", {}).get("migStrategy", "none")
         if mig_strategy != "none":
             labels[MIG_STRATEGY_LABEL] = mig_strategy
     labels[MIG_CAPABLE_LABEL] = "true" if _mig.canonical_product(product) in _mig.products() else "false"

@@ -1,0 +1,62 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Operator-mode filters (documentation: one sidecar ``<filter>.yml`` per filter)."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpushare.k8s.plugins.filter.gpushare import node_gpu_resources
+from ansible_collections.gpushare.k8s.plugins.module_utils import device_plugin as _dp
+from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_features as _features
+from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_operator as _op
+from ansible_collections.gpushare.k8s.plugins.module_utils import mig as _mig
+
+_ERRORS = (_dp.ConfigError, _features.FeatureError, _mig.MigError, _op.OperatorError, _op.LayoutError)
+
+
+def _configs(configs):
+    parsed = {}
+    for name, config in (configs or {}).items():
+        parsed[name] = _dp.parse_config(config, name=str(name)) if isinstance(config, (str, bytes)) else _dp.validate_config(config, name=str(name))
+    return parsed
+
+
+def gpu_operator_expected(nodes, configs=None, strategy="mixed", product=None, default_config=None):
+    """``{node: {resources, labels, config, mig_config}}``: what the operator should make of each inventory node."""
+    for node in nodes:
+        node_gpu_resources(node, configs)  # the inventory's own validation first: same errors as advertise mode
+    try:
+        parsed = _configs(configs)
+        return {str(node["name"]): _op.predict(node, parsed, strategy, product, default_config) for node in nodes}
+    except _ERRORS as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+def gpu_operator_mig_parted(nodes):
+    """The mig-parted config text (``config.yaml``) holding every MIG node's layout and ``all-disabled``."""
+    try:
+        return _op.render_mig_parted(nodes)
+    except _ERRORS as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+def gpu_operator_policy_patch(configmap, default_config, strategy, mig_parted_configmap, default_layout=_op.ALL_DISABLED):
+    """The ClusterPolicy merge patch pointing the operator at the collection's ConfigMaps."""
+    try:
+        return _op.cluster_policy_patch(configmap, default_config, strategy, mig_parted_configmap, default_layout)
+    except _ERRORS as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+class FilterModule:
+    """gpushare.k8s operator-mode filters."""
+
+    def filters(self):
+        return {
+            "gpu_operator_expected": gpu_operator_expected,
+            "gpu_operator_mig_parted": gpu_operator_mig_parted,
+            "gpu_operator_policy_patch": gpu_operator_policy_patch,
+        }

@@ -1,0 +1,483 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The NVIDIA GPU Operator's contract as the collection models it (operator mode).
+
+On a cluster where the GPU Operator (or the lab cluster's stand-in) owns node status and the
+GPU labels, the collection writes configuration and then verifies what comes back:
+
+* ``ClusterPolicy`` ``spec.devicePlugin.config.{name,default}``, ``spec.mig.strategy`` and
+  ``spec.migManager.config.{name,default}`` (:func:`cluster_policy_patch`);
+* a mig-parted config holding the lab's MIG layouts (:func:`mig_parted_config`), computed from the
+  inventory by the same geometry that validates it (:mod:`mig`);
+* node labels ``nvidia.com/device-plugin.config`` and ``nvidia.com/mig.config``.
+
+What a node then advertises, and which labels gpu-feature-discovery puts on it, is computed by one
+function, :func:`node_state`, from the node's physical GPUs, the MIG state of each GPU, the selected
+device-plugin config and the MIG strategy. The roles call it (through :func:`predict`) with the
+inventory's view of the node; the stand-in calls it with the node's simulated hardware and the layout
+it applied. :func:`compare` and :func:`likely_causes` turn a difference into an error a user can act on.
+
+Pure Python (PyYAML for the mig-parted text only), no Ansible import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+try:
+    from . import device_plugin as _dp
+    from . import gpu_features as _features
+    from . import mig as _mig
+    from .errors import InputError
+except ImportError:  # loaded as plain modules, next to each other
+    import device_plugin as _dp  # type: ignore[no-redef]
+    import gpu_features as _features  # type: ignore[no-redef]
+    import mig as _mig  # type: ignore[no-redef]
+    from errors import InputError  # type: ignore[no-redef]
+
+try:
+    import yaml
+except ImportError:  # only rendering and parsing mig-parted text need it
+    yaml = None
+
+
+__all__ = [
+    "CLUSTER_POLICY_GROUP",
+    "CLUSTER_POLICY_PLURAL",
+    "CLUSTER_POLICY_VERSION",
+    "DEVICE_PLUGIN_CONFIG_LABEL",
+    "LayoutError",
+    "MIG_CONFIG_LABEL",
+    "MIG_STATE_LABEL",
+    "OperatorError",
+    "apply_layout",
+    "cluster_policy_patch",
+    "compare",
+    "layout_digest",
+    "likely_causes",
+    "mig_parted_config",
+    "node_layout",
+    "node_state",
+    "parse_mig_parted",
+    "predict",
+    "render_mig_parted",
+]
+
+CLUSTER_POLICY_GROUP = "nvidia.com"
+CLUSTER_POLICY_VERSION = "v1"
+CLUSTER_POLICY_PLURAL = "clusterpolicies"
+CLUSTER_POLICY_KIND = "ClusterPolicy"
+
+DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_STATE_LABEL = "nvidia.com/mig.config.state"
+MIG_PARTED_KEY = "config.yaml"
+ALL_DISABLED = "all-disabled"
+STRATEGIES = ("none", "single", "mixed")
+MIG_STATES = ("pending", "success", "failed")
+
+# The simulated hardware of a kwok node (written by the lab cluster when it creates the node) and
+# what the stand-in's MIG manager applied to it: the stand-in's equivalent of the GPUs themselves.
+HARDWARE_GPUS_ANNOTATION = "gpushare.k8s/gpus"
+HARDWARE_PRODUCT_ANNOTATION = "gpushare.k8s/gpu-product"
+MIG_APPLIED_ANNOTATION = "gpushare.k8s/mig-applied"
+MIG_FAILURE_ANNOTATION = "gpushare.k8s/mig-failure"
+
+_LABEL_VALUE_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+class OperatorError(InputError):
+    """Bad operator-mode input. ``str(error)`` is ``"<path>: <problem>. Fix: <fix>"``."""
+
+
+class LayoutError(Exception):
+    """A MIG layout the node's GPUs cannot hold; ``str(error)`` is the reason the MIG manager reports."""
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# --------------------------------------------------------------------------
+# MIG layouts (mig-parted config)
+# --------------------------------------------------------------------------
+
+
+def layout_name(node):
+    """The mig-parted layout name of an inventory node's ``mig`` spec.
+
+    ``all-<profile>`` when every GPU carries the product's full layout (the name upstream's default
+    config uses); otherwise ``<profile>-x<count>-on-<mig gpus>-of-<gpus>``.
+    """
+    spec = node["mig"]
+    profile = spec["profile"]
+    most = _mig.max_instances(spec["product"], profile, "%s.mig" % node.get("name", "node"))
+    count = spec.get("count", most)
+    gpus = node["gpus"]
+    mig_gpus = spec.get("gpus", gpus)
+    if mig_gpus == gpus and count == most:
+        return "all-%s" % profile
+    return "%s-x%d-on-%d-of-%d" % (profile, count, mig_gpus, gpus)
+
+
+def node_layout(node):
+    """``(name, entries)``: the mig-parted layout of an inventory node with ``mig`` (validated).
+
+    The first ``mig.gpus`` GPUs carry ``mig.count`` (default: the full layout) instances of the
+    profile; the node's other GPUs are MIG-enabled with no instances (they advertise nothing).
+    """
+    where = "%s.mig" % node.get("name", "node")
+    spec = node["mig"]
+    gpus = node["gpus"]
+    mig_gpus = spec.get("gpus", gpus)
+    most = _mig.max_instances(spec["product"], spec["profile"], where)
+    count = _mig.validate_layout(spec["product"], spec["profile"], spec.get("count", most), where)
+    if not _is_int(mig_gpus) or not 0 < mig_gpus <= gpus:
+        raise OperatorError(where + ".gpus", "must be 1 to %d (the node's GPUs), got %r" % (gpus, mig_gpus), "set mig.gpus to the GPUs to partition")
+    name = layout_name(node)
+    if mig_gpus == gpus:
+        return name, [{"devices": "all", "mig-enabled": True, "mig-devices": {spec["profile"]: count}}]
+    return name, [
+        {"devices": list(range(mig_gpus)), "mig-enabled": True, "mig-devices": {spec["profile"]: count}},
+        {"devices": list(range(mig_gpus, gpus)), "mig-enabled": True, "mig-devices": {}},
+    ]
+
+
+def mig_parted_config(nodes):
+    """The mig-parted config (``{"version": "v1", "mig-configs": {...}}``) holding every MIG node's layout and ``all-disabled``."""
+    configs = {ALL_DISABLED: [{"devices": "all", "mig-enabled": False}]}
+    for node in nodes:
+        if node.get("mig") is None:
+            continue
+        name, entries = node_layout(node)
+        if name in configs and configs[name] != entries:  # pragma: no cover - the name encodes the layout
+            raise OperatorError("%s.mig" % node.get("name"), "layout %s differs from another node's" % name, "report this")
+        configs[name] = entries
+    return {"version": "v1", "mig-configs": {key: configs[key] for key in sorted(configs)}}
+
+
+def render_mig_parted(nodes):
+    """:func:`mig_parted_config` as YAML text (stable order), the value of the ConfigMap's ``config.yaml`` key."""
+    return _dp.dump_yaml(mig_parted_config(nodes)) + "\n"
+
+
+def parse_mig_parted(text):
+    """``{layout: entries}`` from a mig-parted config's text. Raises :class:`LayoutError` on a malformed config."""
+    if yaml is None:  # pragma: no cover - PyYAML is a requirement of the collection
+        raise LayoutError("cannot read the mig-parted config: PyYAML is missing")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise LayoutError("the mig-parted config is not valid YAML: %s" % exc) from None
+    if not isinstance(data, dict) or not isinstance(data.get("mig-configs"), dict):
+        raise LayoutError("the mig-parted config has no mig-configs mapping")
+    if data.get("version") != "v1":
+        raise LayoutError("the mig-parted config's version is %r, not v1" % (data.get("version"),))
+    return data["mig-configs"]
+
+
+def layout_digest(entries):
+    """A short digest of a layout's entries: the stand-in re-applies a layout whose content changed."""
+    return hashlib.sha256(json.dumps(entries, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+
+
+def apply_layout(product, gpus, entries):
+    """The MIG state of each of ``gpus`` GPUs of ``product`` after applying a layout's ``entries``.
+
+    Returns a list, one item per GPU: ``{"mig": bool, "devices": {profile: count}}``. Raises
+    :class:`LayoutError` with the reason when the GPUs cannot hold the layout (the MIG manager's
+    ``failed``): an index the node lacks, a profile the product lacks, more instances than fit.
+    """
+    state = [{"mig": False, "devices": {}} for _index in range(gpus)]
+    if not isinstance(entries, list) or not entries:
+        raise LayoutError("the layout is not a non-empty list of device entries")
+    for number, entry in enumerate(entries):
+        where = "entry %d" % number
+        if not isinstance(entry, dict):
+            raise LayoutError("%s is not a mapping" % where)
+        devices = entry.get("devices", "all")
+        if devices == "all":
+            indices = list(range(gpus))
+        elif isinstance(devices, list) and all(_is_int(i) for i in devices):
+            indices = devices
+        else:
+            raise LayoutError("%s: devices must be all or a list of GPU indices, got %r" % (where, devices))
+        missing = [i for i in indices if not 0 <= i < gpus]
+        if missing:
+            raise LayoutError("%s names GPU %s, but the node has %d GPU%s" % (where, missing[0], gpus, "" if gpus == 1 else "s"))
+        enabled = entry.get("mig-enabled")
+        if not isinstance(enabled, bool):
+            raise LayoutError("%s: mig-enabled must be true or false" % where)
+        instances = entry.get("mig-devices") or {}
+        if not isinstance(instances, dict):
+            raise LayoutError("%s: mig-devices must be a mapping of profile to count" % where)
+        if instances and not enabled:
+            raise LayoutError("%s asks for MIG devices on GPUs with MIG disabled" % where)
+        if len(instances) > 1:
+            raise LayoutError("%s mixes profiles (%s) on one GPU; only one profile per GPU is modelled" % (where, ", ".join(sorted(instances))))
+        for profile, count in instances.items():
+            try:
+                _mig.validate_layout(product, profile, count)
+            except _mig.MigError as exc:
+                raise LayoutError("%s: %s on %s: %s" % (where, profile, product, exc.problem)) from None
+        for index in indices:
+            state[index] = {"mig": enabled, "devices": dict(instances)}
+    return state
+
+
+# --------------------------------------------------------------------------
+# What a node advertises and how GFD labels it
+# --------------------------------------------------------------------------
+
+
+def node_state(name, product, gpu_state, config=None, strategy="mixed", config_name=None):
+    """``(resources, labels)`` of a node with ``gpu_state`` (see :func:`apply_layout`) GPUs of ``product``.
+
+    ``config`` is the selected device-plugin config (a mapping; ``None`` for the plugin's defaults),
+    ``strategy`` the MIG strategy the plugin runs with. Mixed: MIG-enabled GPUs advertise
+    ``nvidia.com/mig-<profile>`` per instance and nothing without instances; the others advertise
+    ``nvidia.com/gpu`` as the config shares it. Single: every GPU MIG-enabled with one profile,
+    advertised as ``nvidia.com/gpu``. None: MIG is ignored, every GPU is ``nvidia.com/gpu``.
+    Raises :class:`LayoutError` for a state the strategy cannot advertise (upstream: ``MIG-INVALID``).
+    """
+    if strategy not in STRATEGIES:
+        raise LayoutError("MIG strategy %r is not one of %s" % (strategy, ", ".join(STRATEGIES)))
+    config = _dp.validate_config(config if config is not None else {"version": "v1"}, name=config_name)
+    gpus = len(gpu_state)
+    mig_gpus = [gpu for gpu in gpu_state if gpu["mig"]] if strategy != "none" else []
+    plain = gpus - len(mig_gpus)
+    resources = {}
+    if strategy == "single" and mig_gpus:
+        profiles = {profile for gpu in mig_gpus for profile in gpu["devices"]}
+        if plain or len(profiles) != 1 or any(not gpu["devices"] for gpu in mig_gpus):
+            raise LayoutError("single strategy needs every GPU MIG-enabled with the same one profile (upstream labels the product MIG-INVALID)")
+        resources[_dp.DEFAULT_RESOURCE] = sum(count for gpu in mig_gpus for count in gpu["devices"].values())
+    else:
+        if plain:
+            resources.update(_dp.advertised_resources(config, plain))
+        for gpu in mig_gpus:
+            for profile, count in gpu["devices"].items():
+                for resource, total in _mig.mig_resources(product, profile, 1, count).items():
+                    resources[resource] = resources.get(resource, 0) + total
+    if any(gpu["mig"] for gpu in gpu_state) and strategy == "mixed":
+        inventory_node = {"name": name, "gpus": gpus, "mig": {"product": product}}
+        labels = _features.feature_labels(inventory_node, resources)
+    else:
+        inventory_node = {"name": name, "gpus": gpus, "product": product, "config": config_name}
+        labels = _features.feature_labels(inventory_node, resources, config, mig_strategy=strategy)
+    return resources, labels
+
+
+def _no_mig(gpus):
+    return [{"mig": False, "devices": {}} for _index in range(gpus)]
+
+
+def predict(node, configs, strategy="mixed", default_product=None, default_config=None):
+    """What the operator should make of an inventory node: ``{"resources", "labels", "config", "mig_config"}``.
+
+    ``config`` is the device-plugin config label the collection writes (``None`` on a MIG node, which
+    runs with the ClusterPolicy default ``default_config``), ``mig_config`` the layout label (``None``
+    on a node without ``mig``).
+    """
+    name = str(node.get("name"))
+    gpus = node["gpus"]
+    mig = node.get("mig")
+    config_name = node.get("config") if mig is None else None
+    selected = config_name if config_name is not None else default_config
+    if selected is not None and selected not in configs:
+        raise OperatorError(
+            "%s.config" % name if config_name is not None else "gpushare_operator_default_config",
+            "names config %r, which is not among the device-plugin configs (%s)" % (selected, ", ".join(sorted(configs))),
+            "use one of the configured names",
+        )
+    config = configs.get(selected) if selected is not None else None
+    if mig is not None:
+        product = mig["product"]
+        layout, entries = node_layout(node)
+        try:
+            gpu_state = apply_layout(product, gpus, entries)
+        except LayoutError as exc:  # pragma: no cover - node_layout validated the geometry
+            raise OperatorError("%s.mig" % name, str(exc), "choose a layout the product holds") from None
+    else:
+        product = node.get("product") or default_product
+        layout, gpu_state = None, _no_mig(gpus)
+    resources, labels = node_state(name, product, gpu_state, config, strategy, config_name=selected)
+    return {"resources": resources, "labels": labels, "config": config_name, "mig_config": layout}
+
+
+# --------------------------------------------------------------------------
+# ClusterPolicy
+# --------------------------------------------------------------------------
+
+
+def cluster_policy_patch(device_plugin_configmap, default_config, strategy, mig_parted_configmap, default_layout=ALL_DISABLED):
+    """The merge patch pointing a ClusterPolicy at the collection's ConfigMaps (validated)."""
+    for path, value in (
+        ("gpushare_device_plugin_configmap", device_plugin_configmap),
+        ("gpushare_operator_default_config", default_config),
+        ("gpushare_operator_mig_parted_configmap", mig_parted_configmap),
+        ("gpushare_operator_default_layout", default_layout),
+    ):
+        if not isinstance(value, str) or not _LABEL_VALUE_RE.match(value) or len(value) > 63:
+            raise OperatorError(path, "%r is not a valid name (letters, digits, '-', '_', '.'; at most 63)" % (value,), "set a ConfigMap key or name")
+    if strategy not in ("single", "mixed"):
+        raise OperatorError("gpushare_operator_mig_strategy", "must be single or mixed, got %r" % (strategy,), "use mixed when not every GPU of a node is MIG-enabled")
+    return {
+        "spec": {
+            "devicePlugin": {"config": {"name": device_plugin_configmap, "default": default_config}},
+            "mig": {"strategy": strategy},
+            "migManager": {"config": {"name": mig_parted_configmap, "default": default_layout}},
+        }
+    }
+
+
+# --------------------------------------------------------------------------
+# Verification
+# --------------------------------------------------------------------------
+
+
+def _labels(node):
+    return (node.get("metadata") or {}).get("labels") or {}
+
+
+def compare(node, expected):
+    """Differences between a Node object and :func:`predict`'s ``expected``: a list of ``(what, expected, seen)``.
+
+    Checks ``nvidia.com/mig.config.state`` (``success`` when a layout is expected), every expected
+    resource in capacity and allocatable, GPU resources advertised but not expected (e.g.
+    ``nvidia.com/gpu`` on a mixed MIG node), and every expected GFD label.
+    """
+    differences = []
+    labels = _labels(node)
+    status = node.get("status") or {}
+    if expected.get("mig_config"):
+        state = labels.get(MIG_STATE_LABEL)
+        if state != "success":
+            differences.append((MIG_STATE_LABEL, "success", state))
+    wanted = expected.get("resources") or {}
+    for field in ("capacity", "allocatable"):
+        current = status.get(field) or {}
+        for resource in sorted(set(wanted) | {key for key in current if key.startswith("nvidia.com/")}):
+            want = str(wanted[resource]) if resource in wanted else None
+            seen = current.get(resource)
+            if want is None and seen in (None, "0"):
+                continue
+            if seen != want:
+                differences.append(("%s[%s]" % (field, resource), want if want is not None else "absent", seen if seen is not None else "absent"))
+    for key, value in sorted((expected.get("labels") or {}).items()):
+        if labels.get(key) != value:
+            differences.append(("label %s" % key, value, labels.get(key, "absent")))
+    for key in sorted(labels):
+        if _features.is_managed_label(key) and key not in (expected.get("labels") or {}) and expected.get("labels") is not None:
+            differences.append(("label %s" % key, "absent", labels[key]))
+    return differences
+
+
+def likely_causes(node, expected, policy, configmaps, operator_namespace):
+    """Plain-language causes for a node that does not show what was expected (most specific first).
+
+    ``policy`` is the ClusterPolicy object (``None`` when missing), ``configmaps`` ``{name: data}`` of
+    the operator namespace's ConfigMaps the policy or the collection names.
+    """
+    causes = []
+    labels = _labels(node)
+    name = (node.get("metadata") or {}).get("name")
+    if policy is None:
+        return ["no ClusterPolicy: no GPU operator is configured on this cluster (install the operator, or use gpushare_mode: advertise on a kwok lab)"]
+    spec = policy.get("spec") or {}
+    dp_name = ((spec.get("devicePlugin") or {}).get("config") or {}).get("name")
+    dp_default = ((spec.get("devicePlugin") or {}).get("config") or {}).get("default")
+    want_cm = expected.get("configmap")
+    if want_cm and dp_name != want_cm:
+        causes.append("ClusterPolicy spec.devicePlugin.config.name is %r, not %r: the device plugin reads another ConfigMap" % (dp_name, want_cm))
+    key = labels.get(DEVICE_PLUGIN_CONFIG_LABEL) or dp_default
+    data = configmaps.get(dp_name)
+    if dp_name and data is None:
+        causes.append("ConfigMap %s/%s named by the ClusterPolicy does not exist: the config manager cannot start" % (operator_namespace, dp_name))
+    elif key and data is not None and key not in data:
+        causes.append(
+            "node %s selects config %r (label %s or the ClusterPolicy default), which ConfigMap %s/%s lacks (it has: %s): "
+            "the config manager crash-loops and the old advertisement stays"
+            % (name, key, DEVICE_PLUGIN_CONFIG_LABEL, operator_namespace, dp_name, ", ".join(sorted(data)) or "no keys")
+        )
+    if expected.get("mig_config"):
+        state = labels.get(MIG_STATE_LABEL)
+        mm_name = ((spec.get("migManager") or {}).get("config") or {}).get("name")
+        layouts = configmaps.get(mm_name)
+        if labels.get(MIG_CONFIG_LABEL) != expected["mig_config"]:
+            causes.append("node %s has %s=%r, not %r" % (name, MIG_CONFIG_LABEL, labels.get(MIG_CONFIG_LABEL), expected["mig_config"]))
+        elif layouts is None:
+            causes.append("ConfigMap %s/%s named by spec.migManager.config.name does not exist" % (operator_namespace, mm_name))
+        elif state == "failed":
+            causes.append("the MIG manager failed to apply %s on %s" % (expected["mig_config"], name))
+        elif state in (None, "pending"):
+            causes.append("the MIG manager has not finished (%s=%s)" % (MIG_STATE_LABEL, state or "unset"))
+    if not causes:
+        causes.append("no operator answered: the configuration is in place but node %s did not change; check that the GPU operator's "
+                      "pods run (on the lab cluster: the gpu-operator-standin component, `kwokctl get components`)" % name)
+    return causes
+
+
+def mig_failure_reason(node):
+    """The reason the stand-in's MIG manager recorded for ``failed`` (``None`` when it recorded none)."""
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    try:
+        failure = json.loads(annotations.get(MIG_FAILURE_ANNOTATION) or "null")
+    except ValueError:
+        return None
+    return failure if isinstance(failure, dict) else None
+
+
+def wait_for_nodes(read_nodes, expected, timeout, interval=0.5, clock=None, sleep=None, stale_grace=2.0):
+    """Poll ``read_nodes()`` (``{name: Node}``) until every node matches ``expected`` (``{name: predict()}``).
+
+    Returns ``{"matched": bool, "failed": {name: reason}, "differences": {name: [...]}, "elapsed": s, "nodes": {...}}``.
+    Stops early when a node's MIG manager reports ``failed`` for the expected layout (a ``failed`` seen
+    in the first ``stale_grace`` seconds counts only when it names that layout: it may be a previous
+    layout's). A node missing from the cluster is a difference, not an error.
+    """
+    import time
+
+    clock = clock or time.monotonic
+    sleep = sleep or time.sleep
+    start = clock()
+    while True:
+        nodes = read_nodes()
+        differences = {}
+        failed = {}
+        for name, want in expected.items():
+            node = nodes.get(name)
+            if node is None:
+                differences[name] = [("node", "exists", "absent")]
+                continue
+            found = compare(node, want)
+            if found:
+                differences[name] = found
+            layout = want.get("mig_config")
+            if layout and _labels(node).get(MIG_STATE_LABEL) == "failed" and _labels(node).get(MIG_CONFIG_LABEL) == layout:
+                failure = mig_failure_reason(node)
+                if (failure and failure.get("layout") == layout) or clock() - start >= stale_grace:
+                    failed[name] = (failure or {}).get("reason") or (
+                        "the MIG manager reports failed for %s; its reason is in the nvidia-mig-manager log on the node" % layout)
+        elapsed = clock() - start
+        if not differences or failed or elapsed >= timeout:
+            return {"matched": not differences, "failed": failed, "differences": differences, "elapsed": round(elapsed, 3), "nodes": nodes}
+        sleep(interval)
+
+
+def describe_failure(result, expected, causes, timeout):
+    """One message for a wait that did not match: per node, what failed or differs, and the likely causes."""
+    parts = []
+    for name in sorted(set(result["differences"]) | set(result["failed"])):
+        if name in result["failed"]:
+            parts.append("%s: %s=failed: %s." % (name, MIG_STATE_LABEL, result["failed"][name]))
+            continue
+        shown = "; ".join("%s expected %s, seen %s" % (what, want, seen) for what, want, seen in result["differences"][name][:8])
+        more = len(result["differences"][name]) - 8
+        parts.append("%s: after %ss the operator does not advertise what the config model predicts: %s%s. Likely cause: %s."
+                     % (name, timeout, shown, " (and %d more)" % more if more > 0 else "", " / ".join(causes.get(name) or ["unknown"])))
+    return " ".join(parts)

@@ -1,0 +1,191 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: gpu_operator_wait
+short_description: Wait until the GPU Operator advertises what the config model predicts
+version_added: 0.2.0
+author:
+  - gpushare.k8s maintainers (@gpushare)
+description:
+  - On a cluster where the NVIDIA GPU Operator (or the lab cluster's stand-in) owns node status and the GPU labels, waits
+    until every named Node shows what the collection's config model predicts, then returns; it never writes.
+  - Checks, per Node, C(nvidia.com/mig.config.state=success) when a MIG layout is expected, every expected resource in
+    both C(status.capacity) and C(status.allocatable), that no other C(nvidia.com/*) resource is advertised, and the
+    gpu-feature-discovery labels.
+  - Fails at once when the MIG manager reports C(failed) for the expected layout, with its reason. Fails after
+    O(timeout) seconds with, per Node, what was expected, what was seen and the likely cause (the ClusterPolicy points
+    at another ConfigMap, the config label names a key the ConfigMap lacks, the mig-parted ConfigMap is missing, or no
+    operator answered).
+  - The expectations come from the P(gpushare.k8s.gpu_operator_expected#filter) filter.
+extends_documentation_fragment:
+  - gpushare.k8s.k8s_auth
+  - gpushare.k8s.attributes
+  - gpushare.k8s.attributes.idempotent
+attributes:
+  check_mode:
+    support: full
+    details:
+      - In check mode the Nodes are read once, without waiting, and the differences are returned without failing
+        (a check run has not written the configuration the operator would act on).
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+options:
+  nodes:
+    description:
+      - "What each Node must show: a mapping of Node name to C({resources, labels, mig_config}) as the
+        P(gpushare.k8s.gpu_operator_expected#filter) filter returns it."
+    type: dict
+    required: true
+  timeout:
+    description: Seconds to wait for every Node to match.
+    type: int
+    default: 60
+  interval:
+    description: Seconds between two reads of the Nodes.
+    type: float
+    default: 0.5
+  cluster_policy:
+    description: Name of the ClusterPolicy, read to explain a mismatch.
+    type: str
+    default: cluster-policy
+  operator_namespace:
+    description: The operator's namespace, where the ConfigMaps the ClusterPolicy names live.
+    type: str
+    default: gpu-operator
+  device_plugin_configmap:
+    description: The device-plugin ConfigMap the ClusterPolicy should name (a different name is reported as the cause).
+    type: str
+seealso:
+  - module: gpushare.k8s.node_resources
+  - name: GPU Operator, time-slicing and MIG configuration
+    description: The ClusterPolicy fields and node labels the operator acts on.
+    link: https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-sharing.html
+"""
+
+EXAMPLES = r"""
+- name: Wait for the operator to advertise the lab's GPUs
+  gpushare.k8s.gpu_operator_wait:
+    nodes: "{{ gpushare_nodes | gpushare.k8s.gpu_operator_expected(gpushare_device_plugin_configs) }}"
+    device_plugin_configmap: device-plugin-configs
+    timeout: 60
+"""
+
+RETURN = r"""
+matched:
+  description: Whether every Node matched (in check mode, whether it already does).
+  returned: success
+  type: bool
+  sample: true
+elapsed:
+  description: Seconds spent waiting.
+  returned: success
+  type: float
+  sample: 0.61
+differences:
+  description: Per Node that does not match, a list of C([what, expected, seen]).
+  returned: always
+  type: dict
+  sample: {"lab-node-1": [["capacity[nvidia.com/gpu]", "8", "2"]]}
+nodes:
+  description: Per Node, its GPU resources in allocatable and its MIG state as last read.
+  returned: success
+  type: dict
+  sample: {"lab-node-2": {"allocatable": {"nvidia.com/mig-1g.10gb": "7"}, "mig_state": "success"}}
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_operator as _op
+from ansible_collections.gpushare.k8s.plugins.module_utils.cluster_objects import ApiCallError
+from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_operator_standin import StandIn
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import (
+    AUTH_ARG_SPEC,
+    HAS_KUBERNETES,
+    KUBERNETES_IMPORT_ERROR,
+    K8sAuthError,
+    build_api_client,
+)
+from ansible_collections.gpushare.k8s.plugins.module_utils.node_status import CoreNodeApi
+
+
+def argument_spec():
+    spec = dict(
+        nodes=dict(type="dict", required=True),
+        timeout=dict(type="int", default=60),
+        interval=dict(type="float", default=0.5),
+        cluster_policy=dict(type="str", default="cluster-policy"),
+        operator_namespace=dict(type="str", default="gpu-operator"),
+        device_plugin_configmap=dict(type="str"),
+    )
+    spec.update(AUTH_ARG_SPEC)
+    return spec
+
+
+def _summary(nodes):
+    summary = {}
+    for name, node in nodes.items():
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        summary[name] = {
+            "allocatable": {key: value for key, value in sorted(allocatable.items()) if key.startswith("nvidia.com/")},
+            "mig_state": ((node.get("metadata") or {}).get("labels") or {}).get(_op.MIG_STATE_LABEL),
+        }
+    return summary
+
+
+def main():
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    if not HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    params = module.params
+    expected = params["nodes"]
+    try:
+        for name, want in expected.items():
+            if not isinstance(want, dict) or not isinstance(want.get("resources"), dict):
+                raise _op.OperatorError("nodes.%s" % name, "must be a mapping with resources (and labels, mig_config)", "pass the gpu_operator_expected filter's result")
+        api_client = build_api_client(params)
+        nodes_api = CoreNodeApi(api_client)
+
+        def read_nodes():
+            return {node["metadata"]["name"]: node for node in nodes_api.list_nodes()}
+
+        timeout = 0 if module.check_mode else params["timeout"]
+        result = _op.wait_for_nodes(read_nodes, expected, timeout, params["interval"])
+        if result["matched"] or module.check_mode:
+            module.exit_json(changed=False, matched=result["matched"], elapsed=result["elapsed"],
+                             differences=result["differences"], nodes=_summary(result["nodes"]))
+        standin = StandIn(api_client, params["operator_namespace"])
+        policy = standin.cluster_policy()
+        names = {params["device_plugin_configmap"]}
+        if policy is not None:
+            spec = policy.get("spec") or {}
+            names.add(((spec.get("devicePlugin") or {}).get("config") or {}).get("name"))
+            names.add(((spec.get("migManager") or {}).get("config") or {}).get("name"))
+        configmaps = {}
+        for name in sorted(n for n in names if n):
+            data = standin.configmap_data(name)
+            if data is not None:
+                configmaps[name] = data
+        causes = {}
+        for name in set(result["differences"]) | set(result["failed"]):
+            node = result["nodes"].get(name) or {"metadata": {"name": name}}
+            want = dict(expected[name], configmap=params["device_plugin_configmap"])
+            causes[name] = _op.likely_causes(node, want, policy, configmaps, params["operator_namespace"])
+        module.fail_json(msg=_op.describe_failure(result, expected, causes, params["timeout"]), matched=False,
+                         elapsed=result["elapsed"], differences=result["differences"], nodes=_summary(result["nodes"]))
+    except (K8sAuthError, ApiCallError, _op.OperatorError) as exc:
+        module.fail_json(msg=str(exc), differences={})
+    except Exception as exc:  # an unexpected failure still ends as a message, not a traceback
+        module.fail_json(msg="unexpected error: %s: %s" % (type(exc).__name__, exc), exception=traceback.format_exc(), differences={})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The lab cluster's GPU Operator stand-in, run by kwokctl as one of the cluster's components.
+
+Watches Nodes, the ConfigMaps of the operator namespace and ClusterPolicies; every event (and every
+``--resync`` seconds, and after any watch or API error) triggers one reconcile pass of
+``plugins/module_utils/gpu_operator_standin.py``, which holds all the logic. Logs go to standard
+output, which kwokctl writes to the cluster's ``logs/gpu-operator-standin.log``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+import types
+
+COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+PACKAGE = "gpushare_module_utils"
+
+
+def _module_utils():
+    """Import the collection's module_utils as a package, wherever the collection is checked out or installed."""
+    package = types.ModuleType(PACKAGE)
+    package.__path__ = [os.path.join(COLLECTION_ROOT, "plugins", "module_utils")]
+    sys.modules[PACKAGE] = package
+    return importlib.import_module(PACKAGE + ".gpu_operator_standin"), importlib.import_module(PACKAGE + ".k8s_auth")
+
+
+def _watch(name, list_call, trigger, stop, log):
+    """Set ``trigger`` on every event of one watch; reconnect (and trigger a resync) after any error."""
+    from kubernetes import watch
+
+    while not stop.is_set():
+        try:
+            stream = watch.Watch().stream(list_call, timeout_seconds=60, _request_timeout=75)
+            for _event in stream:
+                trigger.set()
+                if stop.is_set():
+                    return
+        except Exception as exc:  # pylint: disable=broad-exception-caught  # any failure: reconnect
+            log.info("watch %s: %s; reconnecting", name, str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
+            trigger.set()
+            stop.wait(1.0)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kubeconfig", required=True, help="the lab cluster's kubeconfig")
+    parser.add_argument("--namespace", default="gpu-operator", help="the operator's namespace (ConfigMaps named by the ClusterPolicy)")
+    parser.add_argument("--resync", type=float, default=10.0, help="seconds between full passes without events")
+    parser.add_argument("--once", action="store_true", help="run one pass and exit")
+    args = parser.parse_args(argv)
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s %(message)s")
+    log = logging.getLogger("gpu-operator-standin")
+    standin_mod, auth = _module_utils()
+    from kubernetes import client as k8s_client
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_args: stop.set())
+    signal.signal(signal.SIGINT, lambda *_args: stop.set())
+
+    api_client = None
+    while api_client is None and not stop.is_set():
+        try:
+            api_client = auth.build_api_client({"kubeconfig": args.kubeconfig})
+        except auth.K8sAuthError as exc:  # the kubeconfig appears when the cluster is created
+            log.info("waiting for %s: %s", args.kubeconfig, exc)
+            stop.wait(1.0)
+    if api_client is None:
+        return 0
+    standin = standin_mod.StandIn(api_client, args.namespace)
+    log.info("started: namespace %s, kubeconfig %s", args.namespace, args.kubeconfig)
+    if args.once:
+        for action in standin.reconcile():
+            log.info("%s", action)
+        return 0
+
+    trigger = threading.Event()
+    trigger.set()
+    core = k8s_client.CoreV1Api(api_client)
+    custom = k8s_client.CustomObjectsApi(api_client)
+    watches = {
+        "nodes": core.list_node,
+        "configmaps": lambda **kw: core.list_namespaced_config_map(args.namespace, **kw),
+        "clusterpolicies": lambda **kw: custom.list_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", **kw),
+    }
+    for name, call in watches.items():
+        threading.Thread(target=_watch, args=(name, call, trigger, stop, log), name=name, daemon=True).start()
+
+    while not stop.is_set():
+        trigger.wait(args.resync)
+        if stop.is_set():
+            break
+        trigger.clear()
+        started = time.monotonic()
+        try:
+            actions = standin.reconcile()
+        except Exception as exc:  # pylint: disable=broad-exception-caught  # the API server may be away: retry
+            log.warning("reconcile failed: %s; retrying", exc)
+            trigger.set()
+            stop.wait(1.0)
+            continue
+        for action in actions:
+            log.info("%s (pass %.0f ms)", action, (time.monotonic() - started) * 1000)
+    log.info("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

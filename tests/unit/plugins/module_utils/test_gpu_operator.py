@@ -1,0 +1,137 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.gpushare.k8s.plugins.filter.gpushare import node_gpu_resources
+from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_operator as op
+
+INVENTORY = yaml.safe_load((Path(__file__).resolve().parents[4] / "inventory" / "group_vars" / "all" / "lab.yml").read_text())
+NODES = INVENTORY["gpushare_nodes"]
+CONFIGS = INVENTORY["gpushare_device_plugin_configs"]
+A100_80 = "NVIDIA-A100-SXM4-80GB"
+
+
+def _predict(node, strategy="mixed"):
+    return op.predict(node, CONFIGS, strategy, A100_80, "default")
+
+
+def test_lab_end_state_in_operator_mode():
+    expected = {node["name"]: _predict(node) for node in NODES}
+    assert expected["lab-node-0"]["resources"] == {"nvidia.com/gpu": 2}
+    assert expected["lab-node-1"]["resources"] == {"nvidia.com/gpu": 8}
+    assert expected["lab-node-2"]["resources"] == {"nvidia.com/mig-1g.10gb": 7}
+    assert "nvidia.com/gpu" not in expected["lab-node-2"]["resources"]
+    assert expected["lab-node-1"]["labels"]["nvidia.com/gpu.product"] == A100_80 + "-SHARED"
+    assert expected["lab-node-2"]["mig_config"] == "1g.10gb-x7-on-1-of-2"
+    assert expected["lab-node-2"]["config"] is None and expected["lab-node-1"]["config"] == "shared"
+
+
+@pytest.mark.parametrize("node", NODES, ids=lambda node: node["name"])
+def test_operator_prediction_equals_advertise_mode(node):
+    """One model: what the stand-in/operator path predicts is what advertise mode writes."""
+    assert _predict(node)["resources"] == node_gpu_resources(node, CONFIGS)
+
+
+def test_mig_parted_config_holds_the_layouts():
+    config = yaml.safe_load(op.render_mig_parted(NODES))
+    assert config["version"] == "v1"
+    assert config["mig-configs"]["all-disabled"] == [{"devices": "all", "mig-enabled": False}]
+    assert config["mig-configs"]["1g.10gb-x7-on-1-of-2"] == [
+        {"devices": [0], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}},
+        {"devices": [1], "mig-enabled": True, "mig-devices": {}},
+    ]
+    full = {"name": "n", "gpus": 2, "mig": {"product": A100_80, "profile": "3g.40gb"}}
+    assert op.node_layout(full) == ("all-3g.40gb", [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}])
+    assert op.parse_mig_parted(op.render_mig_parted(NODES)) == config["mig-configs"]
+
+
+def test_layout_the_product_cannot_hold_fails_with_the_reason():
+    with pytest.raises(op.LayoutError, match="7 instances of 1g.10gb do not fit: one A100-SXM4-40GB holds at most 4"):
+        op.apply_layout("NVIDIA-A100-SXM4-40GB", 2, [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}])
+    with pytest.raises(op.LayoutError, match="names GPU 2, but the node has 2 GPUs"):
+        op.apply_layout(A100_80, 2, [{"devices": [2], "mig-enabled": True, "mig-devices": {}}])
+    with pytest.raises(op.LayoutError, match="mixes profiles"):
+        op.apply_layout(A100_80, 1, [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 3, "2g.20gb": 1}}])
+    with pytest.raises(op.LayoutError, match="MIG disabled"):
+        op.apply_layout(A100_80, 1, [{"devices": "all", "mig-enabled": False, "mig-devices": {"1g.10gb": 1}}])
+
+
+def test_strategies():
+    state = op.apply_layout(A100_80, 2, [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}])
+    assert op.node_state("n", A100_80, state, None, "mixed")[0] == {"nvidia.com/mig-1g.10gb": 14}
+    assert op.node_state("n", A100_80, state, None, "single")[0] == {"nvidia.com/gpu": 14}
+    assert op.node_state("n", A100_80, state, None, "none")[0] == {"nvidia.com/gpu": 2}
+    half = op.apply_layout(A100_80, 2, [{"devices": [0], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}])
+    assert op.node_state("n", A100_80, half, CONFIGS["shared"], "mixed")[0] == {"nvidia.com/gpu": 4, "nvidia.com/mig-1g.10gb": 7}
+    with pytest.raises(op.LayoutError, match="single strategy"):
+        op.node_state("n", A100_80, half, None, "single")
+
+
+def test_cluster_policy_patch_and_bad_input():
+    patch = op.cluster_policy_patch("device-plugin-configs", "default", "mixed", "gpushare-mig-parted-config")
+    assert patch == {"spec": {
+        "devicePlugin": {"config": {"name": "device-plugin-configs", "default": "default"}},
+        "mig": {"strategy": "mixed"},
+        "migManager": {"config": {"name": "gpushare-mig-parted-config", "default": "all-disabled"}},
+    }}
+    with pytest.raises(op.OperatorError, match="gpushare_operator_mig_strategy: must be single or mixed"):
+        op.cluster_policy_patch("device-plugin-configs", "default", "none", "x")
+    with pytest.raises(op.OperatorError, match="gpushare_operator_default_config"):
+        op.cluster_policy_patch("device-plugin-configs", "bad name", "mixed", "x")
+    with pytest.raises(op.OperatorError, match="gpushare_operator_default_config: names config 'nope'"):
+        op.predict(NODES[2], CONFIGS, "mixed", A100_80, "nope")
+
+
+def _node(name, labels=None, capacity=None, allocatable=None, annotations=None):
+    return {"metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
+            "status": {"capacity": capacity or {}, "allocatable": allocatable if allocatable is not None else capacity or {}}}
+
+
+def test_compare_names_expected_and_seen():
+    want = _predict(NODES[2])
+    seen = _node("lab-node-2", labels=dict(want["labels"], **{op.MIG_STATE_LABEL: "success"}),
+                 capacity={"cpu": "32", "nvidia.com/mig-1g.10gb": "7"})
+    assert op.compare(seen, want) == []
+    stale = _node("lab-node-2", labels=dict(want["labels"], **{op.MIG_STATE_LABEL: "pending"}),
+                  capacity={"nvidia.com/gpu": "2", "nvidia.com/mig-1g.10gb": "7"})
+    assert op.compare(stale, want) == [
+        (op.MIG_STATE_LABEL, "success", "pending"),
+        ("capacity[nvidia.com/gpu]", "absent", "2"),
+        ("allocatable[nvidia.com/gpu]", "absent", "2"),
+    ]
+    extra = _node("lab-node-2", labels=dict(want["labels"], **{op.MIG_STATE_LABEL: "success", "nvidia.com/gpu.sharing-strategy": "time-slicing"}),
+                  capacity={"nvidia.com/mig-1g.10gb": "7"})
+    assert op.compare(extra, want) == [("label nvidia.com/gpu.sharing-strategy", "none", "time-slicing")]
+
+
+def test_wait_stops_on_failed_with_the_reason_and_times_out_otherwise():
+    want = {"lab-node-2": _predict(NODES[2])}
+    reason = '{"digest": "x", "layout": "1g.10gb-x7-on-1-of-2", "reason": "cannot apply: 7 instances do not fit"}'
+    failed = _node("lab-node-2", labels={op.MIG_CONFIG_LABEL: "1g.10gb-x7-on-1-of-2", op.MIG_STATE_LABEL: "failed"},
+                   annotations={op.MIG_FAILURE_ANNOTATION: reason})
+    ticks = iter(range(1000))
+    result = op.wait_for_nodes(lambda: {"lab-node-2": failed}, want, timeout=60, clock=lambda: next(ticks), sleep=lambda _s: None)
+    assert result["failed"] == {"lab-node-2": "cannot apply: 7 instances do not fit"} and result["elapsed"] == 1
+    ticks = iter(range(1000))
+    result = op.wait_for_nodes(lambda: {"lab-node-2": _node("lab-node-2")}, want, timeout=5, clock=lambda: next(ticks), sleep=lambda _s: None)
+    assert not result["matched"] and not result["failed"] and result["elapsed"] == 5
+
+
+def test_likely_causes():
+    want = dict(_predict(NODES[1]), configmap="device-plugin-configs")
+    node = _node("lab-node-1", labels={op.DEVICE_PLUGIN_CONFIG_LABEL: "shared"})
+    policy = {"spec": {"devicePlugin": {"config": {"name": "other", "default": "default"}}}}
+    causes = op.likely_causes(node, want, policy, {"other": {"default": "x"}}, "gpu-operator")
+    assert "spec.devicePlugin.config.name is 'other', not 'device-plugin-configs'" in causes[0]
+    assert "selects config 'shared'" in causes[1] and "lacks (it has: default)" in causes[1]
+    assert op.likely_causes(node, want, None, {}, "gpu-operator")[0].startswith("no ClusterPolicy")
+    policy = {"spec": {"devicePlugin": {"config": {"name": "device-plugin-configs", "default": "default"}}}}
+    causes = op.likely_causes(node, want, policy, {"device-plugin-configs": {"default": "", "shared": ""}}, "gpu-operator")
+    assert causes[0].startswith("no operator answered")
