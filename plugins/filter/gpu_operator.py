@@ -51,6 +51,11 @@ def gpu_operator_policy_patch(configmap, default_config, strategy, mig_parted_co
         raise AnsibleFilterError(str(exc)) from None
 
 
+def gpu_operator_mode_errors(mode, nodes, cluster_nodes, policies, policy_name, field="gpushare_mode"):
+    """Messages for a mode that does not fit the cluster (operator without a ClusterPolicy; advertise with one, or on real nodes)."""
+    return _op.mode_errors(mode, nodes, cluster_nodes, policies, policy_name, field=field)
+
+
 class FilterModule:
     """gpushare.k8s operator-mode filters."""
 
@@ -58,5 +63,6 @@ class FilterModule:
         return {
             "gpu_operator_expected": gpu_operator_expected,
             "gpu_operator_mig_parted": gpu_operator_mig_parted,
+            "gpu_operator_mode_errors": gpu_operator_mode_errors,
             "gpu_operator_policy_patch": gpu_operator_policy_patch,
         }

@@ -481,3 +481,42 @@ def describe_failure(result, expected, causes, timeout):
         parts.append("%s: after %ss the operator does not advertise what the config model predicts: %s%s. Likely cause: %s."
                      % (name, timeout, shown, " (and %d more)" % more if more > 0 else "", " / ".join(causes.get(name) or ["unknown"])))
     return " ".join(parts)
+
+
+MODES = ("advertise", "operator")
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+
+
+def mode_errors(mode, nodes, cluster_nodes, policies, policy_name, field="gpushare_mode"):
+    """Check the mode against the cluster before any write; one message (field, problem, fix) per mismatch.
+
+    ``nodes`` are the inventory nodes, ``cluster_nodes`` the cluster's Node objects, ``policies`` its
+    ClusterPolicy objects (empty when the CRD is not installed).
+    """
+    if mode not in MODES:
+        return ["%s: %r is not a mode. Fix: use advertise (kwok nodes, the lab writes node status) or operator "
+                "(the NVIDIA GPU Operator owns node status and GPU labels; the lab configures and verifies it)." % (field, mode)]
+    names = sorted((policy.get("metadata") or {}).get("name") for policy in policies or [])
+    if mode == "operator":
+        if policy_name not in names:
+            found = " (the cluster has: %s)" % ", ".join(names) if names else ""
+            return ["%s: operator, but the cluster has no ClusterPolicy %s%s: no GPU Operator is configured to act on the lab's "
+                    "configuration. Fix: install the GPU Operator (on the lab cluster: make lab-operator starts its stand-in), "
+                    "set gpushare_operator_cluster_policy to the ClusterPolicy's name, or use gpushare_mode: advertise on a kwok cluster."
+                    % (field, policy_name, found)]
+        return []
+    errors = []
+    if names:
+        errors.append("%s: advertise, but ClusterPolicy %s exists: the GPU Operator owns node status and the GPU labels here and "
+                      "would overwrite what the lab writes. Fix: set gpushare_mode: operator." % (field, ", ".join(names)))
+    wanted = {str(node.get("name")) for node in nodes or []}
+    real = sorted(
+        (node.get("metadata") or {}).get("name") for node in cluster_nodes or []
+        if (node.get("metadata") or {}).get("name") in wanted
+        and ((node.get("metadata") or {}).get("annotations") or {}).get(KWOK_ANNOTATION) != "fake"
+    )
+    if real:
+        errors.append("%s: advertise writes node status, which only kwok nodes keep, but %s lack%s the annotation %s=fake "
+                      "(real nodes: their device plugin owns the status). Fix: set gpushare_mode: operator with the GPU Operator "
+                      "installed, or point the lab at a kwok cluster." % (field, ", ".join(real), "s" if len(real) == 1 else "", KWOK_ANNOTATION))
+    return errors
