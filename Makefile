@@ -13,13 +13,14 @@ export ANSIBLE_HOME ?= $(HOME)/.ansible
 PLAYBOOK := ansible-playbook
 PYTEST := $(VENV)/bin/python -m pytest
 
-.PHONY: help setup venv link cluster cluster-down lab test unit integration molecule sanity lint build clean
+.PHONY: help setup venv link cluster cluster-down lab cluster-operator cluster-operator-down lab-operator test unit integration molecule sanity lint build clean
 
 help:
 	@echo "make lab           set up, build the control plane if needed, start the local cluster, run the lab"
 	@echo "make test          every test: unit, integration and molecule on the live cluster, sanity, lint"
 	@echo "make cluster       start (or reuse) the local lab cluster"
 	@echo "make cluster-down  remove the local lab cluster"
+	@echo "make lab-operator  the whole lab in operator mode on cluster gpushare-operator (GPU Operator stand-in)"
 	@echo "make build         build the collection tarball"
 
 setup: venv link
@@ -45,6 +46,20 @@ cluster-down: setup
 
 lab: cluster
 	@if [ -f playbooks/lab.yml ]; then $(PLAYBOOK) playbooks/lab.yml; else echo "[lab] playbooks/lab.yml does not exist yet"; fi
+
+# Operator mode on the lab cluster: its own cluster, with the GPU Operator stand-in as a component,
+# and its own lab root, so `make lab`'s cluster and files are never touched.
+OPERATOR_CLUSTER := gpushare-operator
+OPERATOR_VARS := -e gpushare_cluster_name=$(OPERATOR_CLUSTER) -e gpushare_gpu_operator_standin=true
+
+cluster-operator: setup
+	$(PLAYBOOK) playbooks/cluster.yml $(OPERATOR_VARS)
+
+cluster-operator-down: setup
+	$(PLAYBOOK) playbooks/cluster.yml $(OPERATOR_VARS) -e lab_cluster_state=absent
+
+lab-operator: cluster-operator
+	$(PLAYBOOK) playbooks/lab.yml $(OPERATOR_VARS) -e gpushare_mode=operator -e gpushare_lab_root=$(HOME)/gpushare-operator
 
 unit: setup
 	$(PYTEST) tests/unit

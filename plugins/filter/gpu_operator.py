@@ -51,6 +51,14 @@ def gpu_operator_policy_patch(configmap, default_config, strategy, mig_parted_co
         raise AnsibleFilterError(str(exc)) from None
 
 
+def gpu_operator_hardware(nodes, product=None):
+    """``{node: {gpus, product}}``: the physical GPUs of each inventory node (its own product, its MIG product, or ``product``)."""
+    try:
+        return _op.node_hardware(nodes, product)
+    except _ERRORS as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
 def gpu_operator_mode_errors(mode, nodes, cluster_nodes, policies, policy_name, field="gpushare_mode"):
     """Messages for a mode that does not fit the cluster (operator without a ClusterPolicy; advertise with one, or on real nodes)."""
     return _op.mode_errors(mode, nodes, cluster_nodes, policies, policy_name, field=field)
@@ -62,6 +70,7 @@ class FilterModule:
     def filters(self):
         return {
             "gpu_operator_expected": gpu_operator_expected,
+            "gpu_operator_hardware": gpu_operator_hardware,
             "gpu_operator_mig_parted": gpu_operator_mig_parted,
             "gpu_operator_mode_errors": gpu_operator_mode_errors,
             "gpu_operator_policy_patch": gpu_operator_policy_patch,

@@ -520,3 +520,18 @@ def mode_errors(mode, nodes, cluster_nodes, policies, policy_name, field="gpusha
                       "(real nodes: their device plugin owns the status). Fix: set gpushare_mode: operator with the GPU Operator "
                       "installed, or point the lab at a kwok cluster." % (field, ", ".join(real), "s" if len(real) == 1 else "", KWOK_ANNOTATION))
     return errors
+
+
+def node_hardware(nodes, default_product=None):
+    """``{node: {"gpus": n, "product": p}}`` for every inventory node with GPUs: what its GPUs physically are."""
+    hardware = {}
+    for node in nodes or []:
+        gpus = node.get("gpus")
+        if not _is_int(gpus) or gpus <= 0:
+            continue
+        mig = node.get("mig") if isinstance(node.get("mig"), dict) else {}
+        product = node.get("product") or mig.get("product") or default_product
+        if not product:
+            raise OperatorError("%s.product" % node.get("name"), "missing: the node's GPUs need a product", "set product on the node or a lab-wide default product")
+        hardware[str(node["name"])] = {"gpus": gpus, "product": str(product)}
+    return hardware
