@@ -83,10 +83,10 @@ class OwnCluster:
         self.kubeconfig = kubeconfig_of(name)
         self.core = None
 
-    def up(self):
+    def up(self, **extra_vars):
         """Create the cluster, removing first what an interrupted session may have left under the same name."""
         self.down()
-        proc = playbook("playbooks/cluster.yml", {"gpushare_cluster_name": self.name})
+        proc = playbook("playbooks/cluster.yml", {"gpushare_cluster_name": self.name, **extra_vars})
         assert proc.returncode == 0, tail(proc)
         self.core = client.CoreV1Api(config.new_client_from_config(config_file=str(self.kubeconfig)))
         return self

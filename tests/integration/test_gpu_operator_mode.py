@@ -1,0 +1,259 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Operator mode on a lab cluster of this module's own, with the GPU Operator stand-in as a component.
+
+In order, on one cluster:
+1. the stand-in runs with the cluster and answers the chart's default ClusterPolicy;
+2. advertise mode is refused before any write (a ClusterPolicy exists; a node that is not a kwok node);
+3. the whole lab in operator mode: --check --diff writes nothing, the run reaches the lab's end state
+   (lab-node-0 2, lab-node-1 8, lab-node-2 7 x mig-1g.10gb and no nvidia.com/gpu), a re-run changes nothing;
+4. the stand-in acts on labels and ConfigMap edits (8 -> 2 -> 8, replicas 4 -> 2: 8 -> 4);
+5. a layout the GPUs cannot hold ends in mig.config.state=failed, and the role fails with the reason;
+6. stand-in stopped: step 2 fails naming what did not happen; the test answering as the operator
+   would lets the role pass; after a restart the lab completes;
+7. API server and stand-in restarts leave no stale advertisement.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from kubernetes import client
+
+from reliability import LAB_VARS, Background, OwnCluster, output, playbook, recap, snapshot, tail, wait_until
+
+pytestmark = pytest.mark.slow
+
+CLUSTER = "gpushare-it-operator"
+OPERATOR = {"gpushare_mode": "operator"}
+NS = "gpu-operator"
+CONFIG_LABEL = "nvidia.com/device-plugin.config"
+STATE_LABEL = "nvidia.com/mig.config.state"
+A100_80 = "NVIDIA-A100-SXM4-80GB"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    own = OwnCluster(CLUSTER)
+    try:
+        yield own.up(gpushare_gpu_operator_standin=True)
+    finally:
+        own.down()
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    return tmp_path_factory.mktemp("operator") / "gpushare"
+
+
+def gpus(core, name):
+    node = core.read_node(name)
+    return {k: v for k, v in (node.status.allocatable or {}).items() if k.startswith("nvidia.com/")}
+
+
+def capacity(core, name):
+    node = core.read_node(name)
+    return {k: v for k, v in (node.status.capacity or {}).items() if k.startswith("nvidia.com/")}
+
+
+def labels(core, name):
+    return dict(core.read_node(name).metadata.labels or {})
+
+
+def relabel(core, name, config):
+    core.patch_node(name, {"metadata": {"labels": {CONFIG_LABEL: config}}})
+
+
+def operator_state(core):
+    """Everything operator mode writes besides the lab's own objects: the ClusterPolicy and the operator namespace's ConfigMaps."""
+    custom = client.CustomObjectsApi(core.api_client)
+    policy = custom.get_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "cluster-policy")
+    return {"policy": (policy["metadata"]["resourceVersion"], policy.get("spec")),
+            "configmaps": {cm.metadata.name: (cm.metadata.resource_version, cm.data) for cm in core.list_namespaced_config_map(NS).items}}
+
+
+def test_standin_runs_with_the_cluster_and_answers_the_default_policy(cluster):
+    assert cluster.components().get("gpu-operator-standin") in ("Running", "Ready"), cluster.components()
+    log = cluster.kubeconfig.parent / "logs" / "gpu-operator-standin.log"
+    node = cluster.core.read_node("lab-node-2")
+    assert node.metadata.annotations["gpushare.k8s/gpus"] == "2"
+    assert node.metadata.annotations["gpushare.k8s/gpu-product"] == A100_80
+    # The chart's default ClusterPolicy: single strategy, no config, every GPU whole.
+    for name in ("lab-node-0", "lab-node-1", "lab-node-2"):
+        wait_until(lambda name=name: gpus(cluster.core, name) == {"nvidia.com/gpu": "2"}, timeout=30, what=f"{name} to advertise 2 GPUs")
+    assert labels(cluster.core, "lab-node-0")["nvidia.com/gpu.product"] == A100_80
+    assert log.is_file() and "started" in log.read_text()
+
+
+def test_advertise_mode_is_refused_before_any_write(cluster, tmp_path):
+    real = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "it-real-node"}}  # no kwok annotation: a real node
+    cluster.core.create_node(real)
+    try:
+        before = snapshot(cluster.core)
+        nodes = json.loads(json.dumps(LAB_VARS["gpushare_nodes"])) + [{"name": "it-real-node", "gpus": 1, "config": "default"}]
+        proc = playbook("playbooks/lab.yml", cluster.lab_vars(tmp_path / "root", gpushare_nodes=nodes))
+        text = output(proc)
+        assert proc.returncode != 0, tail(proc)
+        assert "gpushare_mode: advertise, but ClusterPolicy cluster-policy exists" in text and "Fix: set gpushare_mode: operator" in text, tail(proc)
+        assert "it-real-node lacks the annotation kwok.x-k8s.io/node=fake" in text, tail(proc)
+        assert not (tmp_path / "root").exists()
+        assert snapshot(cluster.core) == before
+    finally:
+        cluster.core.delete_node("it-real-node")
+
+
+def test_operator_lab_check_mode_writes_nothing(cluster, root):
+    before = (snapshot(cluster.core), operator_state(cluster.core))
+    proc = playbook("playbooks/lab.yml", cluster.lab_vars(root, **OPERATOR), ["--check", "--diff"])
+    assert proc.returncode == 0, tail(proc)
+    assert (snapshot(cluster.core), operator_state(cluster.core)) == before
+    assert not root.exists()
+
+
+def test_operator_lab_reaches_the_lab_end_state_and_reruns_unchanged(cluster, root):
+    proc = playbook("playbooks/lab.yml", cluster.lab_vars(root, **OPERATOR))
+    assert proc.returncode == 0, tail(proc)
+    core = cluster.core
+    for name, want in {"lab-node-0": {"nvidia.com/gpu": "2"}, "lab-node-1": {"nvidia.com/gpu": "8"},
+                       "lab-node-2": {"nvidia.com/mig-1g.10gb": "7"}}.items():
+        assert gpus(core, name) == want and capacity(core, name) == want, name
+    two = labels(core, "lab-node-2")
+    assert two["nvidia.com/mig.config"] == "1g.10gb-x7-on-1-of-2" and two[STATE_LABEL] == "success"
+    assert two["nvidia.com/mig.strategy"] == "mixed" and two["nvidia.com/mig-1g.10gb.count"] == "7"
+    assert labels(core, "lab-node-1")["nvidia.com/gpu.product"] == A100_80 + "-SHARED"
+    policy = client.CustomObjectsApi(core.api_client).get_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "cluster-policy")
+    assert policy["spec"]["devicePlugin"]["config"] == {"name": "device-plugin-configs", "default": "default"}
+    assert policy["spec"]["mig"]["strategy"] == "mixed"
+    assert policy["spec"]["migManager"]["config"]["name"] == "gpushare-mig-parted-config"
+    assert set(core.read_namespaced_config_map("device-plugin-configs", NS).data) == {"default", "shared", "mps"}
+    assert (root / "out" / "placement.txt").read_text() == "prod-inference=lab-node-2\nnotebook=lab-node-1\nbatch-train=lab-node-0\n"
+    assert "exceeded quota: gpu-quota" in (root / "out" / "quota-denied.txt").read_text()
+    files = {path: path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
+    again = playbook("playbooks/lab.yml", cluster.lab_vars(root, **OPERATOR))
+    assert again.returncode == 0 and recap(again)["changed"] == 0, tail(again)
+    assert {path: path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()} == files
+
+
+def test_relabel_and_configmap_edit_are_advertised(cluster):
+    core = cluster.core
+    for config, want in (("default", "2"), ("shared", "8")):
+        relabel(core, "lab-node-1", config)
+        wait_until(lambda want=want: gpus(core, "lab-node-1") == {"nvidia.com/gpu": want}, timeout=10, what=f"lab-node-1 -> {want}")
+        product = labels(core, "lab-node-1")["nvidia.com/gpu.product"]
+        assert product == (A100_80 + "-SHARED" if config == "shared" else A100_80)
+    configmap = core.read_namespaced_config_map("device-plugin-configs", NS)
+    shared = configmap.data["shared"]
+    assert "replicas: 4" in shared
+    core.patch_namespaced_config_map("device-plugin-configs", NS, {"data": {"shared": shared.replace("replicas: 4", "replicas: 2")}})
+    try:
+        wait_until(lambda: gpus(core, "lab-node-1") == {"nvidia.com/gpu": "4"}, timeout=10, what="lab-node-1 -> 4 (replicas 2)")
+        assert labels(core, "lab-node-1")["nvidia.com/gpu.replicas"] == "2"
+        assert gpus(core, "lab-node-0") == {"nvidia.com/gpu": "2"}  # the default config did not change
+    finally:
+        core.patch_namespaced_config_map("device-plugin-configs", NS, {"data": {"shared": shared}})
+    wait_until(lambda: gpus(core, "lab-node-1") == {"nvidia.com/gpu": "8"}, timeout=10, what="lab-node-1 back to 8")
+
+
+def test_layout_the_gpus_cannot_hold_fails_with_the_reason(cluster):
+    core = cluster.core
+    name = "it-a100-40gb"
+    core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": name,
+        "annotations": {"kwok.x-k8s.io/node": "fake", "gpushare.k8s/gpus": "2", "gpushare.k8s/gpu-product": "NVIDIA-A100-SXM4-40GB"},
+        "labels": {"kubernetes.io/hostname": name, "type": "kwok"}}})
+    try:
+        # The inventory believes the node holds 80 GB A100s; its GPUs are 40 GB ones.
+        node = {"name": name, "gpus": 2, "mig": {"product": A100_80, "profile": "1g.10gb", "gpus": 1}}
+        started = time.monotonic()
+        proc = playbook("tests/integration/playbooks/role.yml", {
+            "gpushare_kubeconfig": str(cluster.kubeconfig), "it_role": "gpushare.k8s.mig_node", "mig_node_mode": "operator",
+            "mig_node_nodes": [node], "mig_node_configs": LAB_VARS["gpushare_device_plugin_configs"],
+            "mig_node_operator": {"timeout": 60}})
+        elapsed = time.monotonic() - started
+        text = output(proc)
+        assert proc.returncode != 0, tail(proc)
+        assert f"{name}: nvidia.com/mig.config.state=failed" in text, tail(proc)
+        assert "7 instances of 1g.10gb do not fit: one A100-SXM4-40GB holds at most 4" in text, tail(proc)
+        assert elapsed < 45, f"the role waited {elapsed:.0f}s instead of failing on the MIG manager's answer"
+        assert labels(core, name)[STATE_LABEL] == "failed"
+        assert not gpus(core, name).get("nvidia.com/mig-1g.10gb")
+    finally:
+        core.delete_node(name)
+
+
+def test_standin_stopped_step2_fails_clearly_test_as_operator_passes_restart_completes(cluster, root, tmp_path):
+    core = cluster.core
+    cluster.kill("gpu-operator-standin")
+    try:
+        # Nobody answers: lab-node-1 switched to the default config must fail within the timeout, naming what did not happen.
+        nodes = json.loads(json.dumps(LAB_VARS["gpushare_nodes"]))
+        nodes[1]["config"] = "default"
+        started = time.monotonic()
+        proc = playbook("playbooks/lab.yml", cluster.lab_vars(root, gpushare_nodes=nodes, gpushare_operator_timeout=5, **OPERATOR))
+        elapsed = time.monotonic() - started
+        text = output(proc)
+        assert proc.returncode != 0, tail(proc)
+        assert "lab-node-1: after 5s the operator does not advertise what the config model predicts" in text, tail(proc)
+        assert "capacity[nvidia.com/gpu] expected 2, seen 8" in text and "no operator answered" in text, tail(proc)
+        assert elapsed < 120, elapsed
+        # The test answers as the operator would, by the contract (values written here, not computed by the collection).
+        answer_as_operator(cluster, tmp_path)
+    finally:
+        cluster.kwokctl("start", "cluster")
+        wait_until(lambda: cluster.components().get("gpu-operator-standin") in ("Running", "Ready"), timeout=60, what="the stand-in")
+    proc = playbook("playbooks/lab.yml", cluster.lab_vars(root, **OPERATOR))
+    assert proc.returncode == 0, tail(proc)
+    assert gpus(core, "lab-node-1") == {"nvidia.com/gpu": "8"}
+
+
+def answer_as_operator(cluster, tmp_path):
+    """Operator mode with no stand-in: the role waits; the test plays the device plugin and GFD for one node."""
+    core = cluster.core
+    name = "it-answered"
+    core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": name, "annotations": {"kwok.x-k8s.io/node": "fake"}, "labels": {"kubernetes.io/hostname": name, "type": "kwok"}}})
+    try:
+        role_vars = {"gpushare_kubeconfig": str(cluster.kubeconfig), "it_role": "gpushare.k8s.node_sharing", "node_sharing_mode": "operator",
+                     "node_sharing_nodes": [{"name": name, "gpus": 1, "config": "shared"}],
+                     "node_sharing_configs": LAB_VARS["gpushare_device_plugin_configs"],
+                     "node_sharing_configmap_namespace": NS, "node_sharing_operator": {"timeout": 60}}
+        run = Background("tests/integration/playbooks/role.yml", role_vars, tmp_path / "answered.log")
+        wait_until(lambda: labels(core, name).get(CONFIG_LABEL) == "shared", timeout=60, what="the role to label the node")
+        time.sleep(1)  # the role is now waiting
+        core.patch_node_status(name, {"status": {"capacity": {"nvidia.com/gpu": "4"}, "allocatable": {"nvidia.com/gpu": "4"}}})
+        core.patch_node(name, {"metadata": {"labels": {
+            "nvidia.com/gpu.count": "1", "nvidia.com/gpu.product": A100_80 + "-SHARED", "nvidia.com/gpu.replicas": "4",
+            "nvidia.com/gpu.sharing-strategy": "time-slicing", "nvidia.com/gpu.memory": "81920", "nvidia.com/mig.capable": "true",
+            "nvidia.com/mig.strategy": "mixed"}}})
+        done = run.wait(timeout=120)
+        assert done.returncode == 0, done.stdout[-3000:]
+
+        # Nobody answers for this node now: a config change fails with the clear message.
+        role_vars["node_sharing_nodes"] = [{"name": name, "gpus": 1, "config": "default"}]
+        role_vars["node_sharing_operator"] = {"timeout": 3}
+        proc = playbook("tests/integration/playbooks/role.yml", role_vars)
+        text = output(proc)
+        assert proc.returncode != 0, tail(proc)
+        assert f"{name}: after 3s the operator does not advertise" in text and "expected 1, seen 4" in text and "no operator answered" in text, tail(proc)
+    finally:
+        core.delete_node(name)
+
+
+def test_restarts_leave_no_stale_advertisement(cluster):
+    core = cluster.core
+    # API server restarted right after a change: the stand-in reconnects and advertises the latest state.
+    relabel(core, "lab-node-1", "default")
+    cluster.kill("kube-apiserver")
+    cluster.recover()
+    wait_until(lambda: gpus(core, "lab-node-1") == {"nvidia.com/gpu": "2"} and capacity(core, "lab-node-1") == {"nvidia.com/gpu": "2"},
+               timeout=30, what="lab-node-1 -> 2 after the API server restart")
+    assert labels(core, "lab-node-1")["nvidia.com/gpu.product"] == A100_80
+    # The stand-in restarted after a change it missed while down.
+    cluster.kill("gpu-operator-standin")
+    relabel(core, "lab-node-1", "shared")
+    time.sleep(2)
+    assert gpus(core, "lab-node-1") == {"nvidia.com/gpu": "2"}  # nobody answered while it was down
+    cluster.kwokctl("start", "cluster")
+    wait_until(lambda: gpus(core, "lab-node-1") == {"nvidia.com/gpu": "8"}, timeout=30, what="lab-node-1 -> 8 after the stand-in's restart")
+    assert labels(core, "lab-node-1")["nvidia.com/gpu.product"] == A100_80 + "-SHARED"
+    assert gpus(core, "lab-node-2") == {"nvidia.com/mig-1g.10gb": "7"} and labels(core, "lab-node-2")[STATE_LABEL] == "success"
