@@ -565,8 +565,8 @@ def _dump(data):
 
 
 def dump_yaml(data):
-    """Render any plain data as the configs are rendered: stable key order, block style, no trailing newline."""
-    return _dump(data)
+    """Render any data (tagged Ansible values included) as the configs are rendered: stable key order, block style, no trailing newline."""
+    return _dump(_plain(data))
 
 
 def render_config(data, name=None):
