@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Benchmark harness of gpushare.k8s (`make bench`).
 
-    benchmarks/run.py [--only lab,scale,check,setup] [--quick] [--runs N] [--json FILE] [--markdown FILE]
+    benchmarks/run.py [--only lab,scale,check,setup,operator] [--quick] [--runs N] [--json FILE] [--markdown FILE]
 
 Sections (all by default, in this order):
 
@@ -57,7 +57,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks"
 VENV_BIN = ROOT / ".venv" / "bin"
 PYTHON = str(VENV_BIN / "python") if (VENV_BIN / "python").exists() else sys.executable
-SECTIONS = ("check", "lab", "scale", "setup")
+SECTIONS = ("check", "lab", "scale", "setup", "operator")
 
 BUILD_SCRIPT = ROOT / "roles" / "lab_cluster" / "files" / "build-binaries.sh"
 
@@ -967,6 +967,48 @@ def section_scale(env, args, clusters):
 # ----------------------------------------------------------------------------- summary
 
 
+def section_operator(env, args, clusters):
+    """Label change -> advertised change through the GPU Operator stand-in (lab-node-1: shared 8 <-> default 2)."""
+    say("\n== operator: nvidia.com/device-plugin.config relabel -> allocatable through the GPU Operator stand-in")
+    wait_quiet(args, "operator")
+    name = "%s-operator" % args.prefix
+    if clusters.exists(name):
+        clusters.delete(name)
+    clusters.live.append(name)
+    env.run(["make", "-C", ROOT, "--no-print-directory", "cluster",
+             "PLAYBOOK=ansible-playbook -e gpushare_cluster_name=%s -e gpushare_gpu_operator_standin=true" % name], "make-cluster-operator")
+    root = env.work / "operator-root"
+    env.run(["ansible-playbook", "playbooks/lab.yml", "-e", "gpushare_cluster_name=" + name, "-e", "gpushare_mode=operator",
+             "-e", "gpushare_lab_root=%s" % root, "--tags", "step1,step2"], "lab-operator-steps-1-2")
+    api = kube_client(clusters.kubeconfig(name), 4)
+
+    def allocatable():
+        return (api.read_node("lab-node-1").status.allocatable or {}).get(RESOURCE)
+
+    def label(value):
+        api.patch_node("lab-node-1", {"metadata": {"labels": {"nvidia.com/device-plugin.config": value}}})
+
+    samples = 20 if not args.quick else 6
+    for n in range(samples):
+        config, want = ("default", "2") if n % 2 == 0 else ("shared", "8")
+        start = time.perf_counter()
+        label(config)
+        seen = api.read_node("lab-node-1").metadata.labels.get("nvidia.com/device-plugin.config")
+        RESULTS.add("operator.label_visible", time.perf_counter() - start, "label patch, then read back (baseline: API round trip)")
+        assert seen == config
+        deadline = start + 30
+        while allocatable() != want:
+            if time.perf_counter() > deadline:
+                raise BenchError("lab-node-1 did not advertise %s within 30 s of the label %s" % (want, config))
+            time.sleep(0.01)
+        RESULTS.add("operator.relabel_advertised", time.perf_counter() - start, "label change -> allocatable changed (stand-in)")
+    show("operator.label_visible", "operator.relabel_advertised")
+    figure = RESULTS.figures["operator.relabel_advertised"]
+    say("  max %s over %d changes (target: within 2 s)" % (fmt(max(figure.samples), "s"), len(figure.samples)))
+    RESULTS.ratio("stand-in relabel -> advertised vs API round trip", "operator.relabel_advertised", "operator.label_visible")
+    clusters.delete(name)
+
+
 def summary(args):
     say("\n== summary (median, min-max, runs) — %s" % RESULTS.machine.get("date", ""))
     m = RESULTS.machine
@@ -1067,7 +1109,8 @@ def main(argv=None):
         % (m["nproc"], m.get("cpu"), m.get("memory_gib"), m["load_before"], ", ".join(m["other_kwok_clusters"]) or "none"))
     started = time.monotonic()
     sections = {"check": lambda: section_check(env, args), "lab": lambda: section_lab(env, args, clusters),
-                "setup": lambda: section_setup(env, args, clusters), "scale": lambda: section_scale(env, args, clusters)}
+                "setup": lambda: section_setup(env, args, clusters), "scale": lambda: section_scale(env, args, clusters),
+                "operator": lambda: section_operator(env, args, clusters)}
     try:
         for name in SECTIONS:
             if name in args.only:

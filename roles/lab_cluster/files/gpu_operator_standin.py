@@ -39,15 +39,20 @@ def _watch(name, list_call, trigger, stop, log):
     """Set ``trigger`` on every event of one watch; reconnect (and trigger a resync) after any error."""
     from kubernetes import watch
 
+    last = None
     while not stop.is_set():
         try:
             stream = watch.Watch().stream(list_call, timeout_seconds=60, _request_timeout=75)
             for _event in stream:
                 trigger.set()
+                last = None
                 if stop.is_set():
                     return
         except Exception as exc:  # pylint: disable=broad-exception-caught  # any failure: reconnect
-            log.info("watch %s: %s; reconnecting", name, str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
+            problem = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            if problem != last:  # say it once, not every second while it lasts
+                log.info("watch %s: %s; reconnecting every second", name, problem)
+                last = problem
             trigger.set()
             stop.wait(1.0)
 
