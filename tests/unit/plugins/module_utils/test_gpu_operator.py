@@ -135,3 +135,27 @@ def test_likely_causes():
     policy = {"spec": {"devicePlugin": {"config": {"name": "device-plugin-configs", "default": "default"}}}}
     causes = op.likely_causes(node, want, policy, {"device-plugin-configs": {"default": "", "shared": ""}}, "gpu-operator")
     assert causes[0].startswith("no operator answered")
+
+
+def _cluster_node(name, kwok=True):
+    return {"metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"} if kwok else {}}}
+
+
+def test_mode_errors_name_the_mode_to_use():
+    nodes = [{"name": "lab-node-0"}, {"name": "gpu-a"}]
+    cluster = [_cluster_node("lab-node-0"), _cluster_node("gpu-a", kwok=False), _cluster_node("other", kwok=False)]
+    policy = [{"metadata": {"name": "cluster-policy"}}]
+    assert op.mode_errors("operator", nodes, cluster, policy, "cluster-policy") == []
+    [error] = op.mode_errors("operator", nodes, cluster, [], "cluster-policy")
+    assert error.startswith("gpushare_mode: operator, but the cluster has no ClusterPolicy cluster-policy") and "gpushare_mode: advertise" in error
+    errors = op.mode_errors("advertise", nodes, cluster, policy, "cluster-policy")
+    assert "ClusterPolicy cluster-policy exists" in errors[0] and "Fix: set gpushare_mode: operator" in errors[0]
+    assert "but gpu-a lacks the annotation kwok.x-k8s.io/node=fake" in errors[1]  # only inventory nodes count
+    assert op.mode_errors("advertise", nodes[:1], cluster, [], "cluster-policy") == []
+    assert "is not a mode" in op.mode_errors("both", nodes, cluster, [], "cluster-policy")[0]
+
+
+def test_node_hardware():
+    assert op.node_hardware(NODES, A100_80) == {name: {"gpus": 2, "product": A100_80} for name in ("lab-node-0", "lab-node-1", "lab-node-2")}
+    with pytest.raises(op.OperatorError, match="lab-node-0.product: missing"):
+        op.node_hardware([{"name": "lab-node-0", "gpus": 1}])
