@@ -185,9 +185,9 @@ def test_standin_stopped_step2_fails_clearly_test_as_operator_passes_restart_com
     core = cluster.core
     cluster.kill("gpu-operator-standin")
     try:
-        # Nobody answers: lab-node-1 switched to the default config must fail within the timeout, naming what did not happen.
+        # Nobody answers: lab-node-0 and lab-node-1 swap configs; step 2 must fail within the timeout, naming what did not happen.
         nodes = json.loads(json.dumps(LAB_VARS["gpushare_nodes"]))
-        nodes[1]["config"] = "default"
+        nodes[0]["config"], nodes[1]["config"] = "shared", "default"
         started = time.monotonic()
         proc = playbook("playbooks/lab.yml", cluster.lab_vars(root, gpushare_nodes=nodes, gpushare_operator_timeout=5, **OPERATOR))
         elapsed = time.monotonic() - started
@@ -195,6 +195,7 @@ def test_standin_stopped_step2_fails_clearly_test_as_operator_passes_restart_com
         assert proc.returncode != 0, tail(proc)
         assert "lab-node-1: after 5s the operator does not advertise what the config model predicts" in text, tail(proc)
         assert "capacity[nvidia.com/gpu] expected 2, seen 8" in text and "no operator answered" in text, tail(proc)
+        assert "lab-node-0: after 5s" in text and "capacity[nvidia.com/gpu] expected 8, seen 2" in text, tail(proc)
         assert elapsed < 120, elapsed
         # The test answers as the operator would, by the contract (values written here, not computed by the collection).
         answer_as_operator(cluster, tmp_path)
