@@ -325,7 +325,8 @@ def cluster_policy_patch(device_plugin_configmap, default_config, strategy, mig_
         if not isinstance(value, str) or not _LABEL_VALUE_RE.match(value) or len(value) > 63:
             raise OperatorError(path, "%r is not a valid name (letters, digits, '-', '_', '.'; at most 63)" % (value,), "set a ConfigMap key or name")
     if strategy not in ("single", "mixed"):
-        raise OperatorError("gpushare_operator_mig_strategy", "must be single or mixed, got %r" % (strategy,), "use mixed when not every GPU of a node is MIG-enabled")
+        raise OperatorError("gpushare_operator_mig_strategy", "must be single or mixed, got %r" % (strategy,),
+                            "use mixed when not every GPU of a node is MIG-enabled")
     return {
         "spec": {
             "devicePlugin": {"config": {"name": device_plugin_configmap, "default": default_config}},
@@ -532,6 +533,7 @@ def node_hardware(nodes, default_product=None):
         mig = node.get("mig") if isinstance(node.get("mig"), dict) else {}
         product = node.get("product") or mig.get("product") or default_product
         if not product:
-            raise OperatorError("%s.product" % node.get("name"), "missing: the node's GPUs need a product", "set product on the node or a lab-wide default product")
+            raise OperatorError("%s.product" % node.get("name"), "missing: the node's GPUs need a product",
+                                "set product on the node or a lab-wide default product")
         hardware[str(node["name"])] = {"gpus": gpus, "product": str(product)}
     return hardware

@@ -250,4 +250,3 @@ class StandIn:
         except (NodeResourcesError, NodeWriteError) as exc:
             raise ApiCallError(None, "cannot write the status of %s: %s" % (name, exc)) from None
         return actions
-

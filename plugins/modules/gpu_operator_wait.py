@@ -150,7 +150,8 @@ def main():
     try:
         for name, want in expected.items():
             if not isinstance(want, dict) or not isinstance(want.get("resources"), dict):
-                raise _op.OperatorError("nodes.%s" % name, "must be a mapping with resources (and labels, mig_config)", "pass the gpu_operator_expected filter's result")
+                raise _op.OperatorError("nodes.%s" % name, "must be a mapping with resources (and labels, mig_config)",
+                                        "pass the gpu_operator_expected filter's result")
         api_client = build_api_client(params)
         nodes_api = CoreNodeApi(api_client)
 
