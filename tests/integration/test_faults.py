@@ -220,6 +220,7 @@ def test_dead_controller_manager_and_scheduler_are_named_before_anything_waits_o
     leases = client.CoordinationV1Api(cluster.core.api_client)
     for component in ("kube-controller-manager", "kube-scheduler"):
         cluster.kill(component)
+
     # Their Leases still name them until they expire (15 s after the last renewal).
     def expired():
         limit = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=16)
