@@ -183,7 +183,7 @@ from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import (
     HAS_KUBERNETES,
     KUBERNETES_IMPORT_ERROR,
     K8sAuthError,
-    build_configuration,
+    build_api_client,
 )
 from ansible_collections.gpushare.k8s.plugins.module_utils.sa_kubeconfig import (
     DEFAULT_EXPIRATION,
@@ -309,8 +309,8 @@ def main():
         check_replaceable(path, existing_text, params["force"])
         if params["token_source"] == "request":
             check_expiration(params["token_expiration"])
-        configuration = build_configuration(params)
-        api_client = k8s_client.ApiClient(configuration)
+        api_client = build_api_client(params)  # every request bounded by request_timeout
+        configuration = api_client.configuration
         core = k8s_client.CoreV1Api(api_client)
         token, secret_ca, expires = choose_token(
             parse_existing(existing_text), service_account, namespace,

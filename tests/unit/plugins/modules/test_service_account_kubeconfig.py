@@ -109,7 +109,7 @@ def cluster(monkeypatch, tmp_path):
     ca_file.write_text("CA\n")
     configuration = types.SimpleNamespace(host="https://127.0.0.1:6443", ssl_ca_cert=str(ca_file), verify_ssl=True)
     fake = Cluster()
-    monkeypatch.setattr(module, "build_configuration", lambda params: configuration)
+    monkeypatch.setattr(module, "build_api_client", lambda params: types.SimpleNamespace(configuration=configuration))
     monkeypatch.setattr(module, "k8s_client", fake.client())
     monkeypatch.setattr(module, "ApiException", FakeApiException)
     return fake
