@@ -34,6 +34,7 @@ __all__ = [
     "advertised_name",
     "advertised_resources",
     "dump_yaml",
+    "plain",
     "parse_config",
     "render_config",
     "sharing_of",
@@ -527,6 +528,9 @@ def _plain(value):
     if isinstance(value, (list, tuple)):
         return [_plain(item) for item in value]
     return copy.deepcopy(value)
+
+
+plain = _plain  # public: modules outside the config model (rbac) hand templated values to YAML and the API too
 
 
 # ---------------------------------------------------------------------------

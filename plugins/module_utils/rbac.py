@@ -22,6 +22,7 @@ try:
 except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
     yaml = None
 
+from ansible_collections.gpushare.k8s.plugins.module_utils.device_plugin import plain as _plain
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
 
 __all__ = [
@@ -118,21 +119,6 @@ def check_namespace(value, field, example="gpu-share"):
 def node_keys_policy_name(service_account):
     """Name of the administrator's ValidatingAdmissionPolicy that limits the ServiceAccount's node writes."""
     return "%s-node-keys" % service_account
-
-
-def _plain(value):
-    """``value`` with plain built-in types (templating engines hand over subclasses of str, dict and list)."""
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, dict):
-        return {_plain(key): _plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
-    return value
 
 
 def validate_settings(settings, prefix="rbac_"):

@@ -78,7 +78,8 @@ MANIFESTS = {
 }
 REQUEST_MANIFESTS = {
     "malformed": ("kind: Pod\nspec: [\n", "line 3: invalid YAML"),
-    "unsafe-tag": ("kind: Pod\nx: !!python/object/apply:os.system ['touch /tmp/gpushare-pwned']\n", "the YAML tag '!!python/object/apply:os.system' is not allowed"),
+    "unsafe-tag": ("kind: Pod\nx: !!python/object/apply:os.system ['touch /tmp/gpushare-pwned']\n",
+                   "the YAML tag '!!python/object/apply:os.system' is not allowed"),
     "alias-bomb": ("x:\n" + BILLION_LAUGHS + "\nkind: Pod\nspec:\n  containers: *l8\n", "a YAML alias (*name) is not allowed"),
 }
 
