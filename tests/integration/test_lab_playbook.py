@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -17,7 +18,7 @@ from kubernetes.client.rest import ApiException
 
 from conftest import REPO, VENV_BIN, subprocess_env
 
-CLUSTER = "gpushare-it-lab"
+CLUSTER = os.environ.get("GPUSHARE_LAB_TEST_CLUSTER", "gpushare-it-lab")  # a cluster of its own, created and removed here
 KUBECONFIG = Path.home() / ".kwok" / "clusters" / CLUSTER / "kubeconfig.yaml"
 USER_KEY, USER_LABEL, USER_RESOURCE = "operator-notes", "example.com/rack", "example.com/fpga"
 
@@ -133,7 +134,7 @@ def test_the_summary_reads_line_by_line_under_the_default_callback(fresh, tmp_pa
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     shown = proc.stdout[proc.stdout.index("TASK [gpushare.k8s.lab_report : Show the lab at a glance]"):]
     lines = re.findall(r'^ {8}"(.*)",?$', shown, flags=re.M)  # the JSON list, one string a line
-    assert "\\n" not in shown and max(len(line) for line in lines) <= 120, lines
+    assert "\\n" not in shown and max(len(line) for line in lines if not line.startswith("files in ")) <= 120, lines
     assert re.fullmatch(r"node lab-node-0 +config default +nvidia\.com/gpu=2 +gpu\.product=NVIDIA-A100-SXM4-80GB", lines[0]), lines
     assert re.fullmatch(r"node lab-node-1 +config shared +nvidia\.com/gpu=8 +gpu\.product=NVIDIA-A100-SXM4-80GB-SHARED", lines[1]), lines
     assert re.fullmatch(r"node lab-node-2 +config - +nvidia\.com/mig-1g\.10gb=7 +gpu\.product=NVIDIA-A100-SXM4-80GB mig\.strategy=mixed",
@@ -142,6 +143,7 @@ def test_the_summary_reads_line_by_line_under_the_default_callback(fresh, tmp_pa
     assert {pod: pods.get(pod) for pod in ("gpu-share/mig-job", "gpu-share/prod-inference", "gpu-share/notebook", "gpu-share/batch-train")} == {
         "gpu-share/mig-job": "lab-node-2", "gpu-share/prod-inference": "lab-node-2", "gpu-share/notebook": "lab-node-1",
         "gpu-share/batch-train": "lab-node-0"}, lines
-    assert f"files in {fresh['root']}/out/: isolation.txt, placement.txt, quota-denied.txt" in lines
-    assert f"files in {fresh['root']}/bin/: check-request.sh" in lines
+    assert lines[lines.index(f"files in {fresh['root']}:") + 1:-1] == [
+        "bin/: check-request.sh", "k8s/: device-plugin-configs.yaml, gpu-quota.yaml, mig-job.yaml, placement.yaml, team-over.yaml",
+        "out/: isolation.txt, placement.txt, quota-denied.txt"], lines
     assert lines[-1] == f"next: export KUBECONFIG={KUBECONFIG}"
