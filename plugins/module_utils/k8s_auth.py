@@ -51,8 +51,10 @@ else:
 
 # Argument spec shared by every module of the collection (merge it into the
 # module's own spec). Kept in step with plugins/doc_fragments/k8s_auth.py.
+# kubeconfig is not no_log: a path is no secret, and masking it turned every message naming the file into
+# "********". A kubeconfig given as a dict holds credentials: modules call hide_kubeconfig_credentials.
 AUTH_ARG_SPEC = {
-    "kubeconfig": {"type": "raw", "no_log": True},
+    "kubeconfig": {"type": "raw", "no_log": False},
     "context": {"type": "str"},
     "host": {"type": "str"},
     "api_key": {"type": "str", "no_log": True},
@@ -97,6 +99,36 @@ MIN_POOL_SIZE = 4
 
 class K8sAuthError(Exception):
     """The auth options cannot produce a working client configuration."""
+
+
+def kubeconfig_credentials(kubeconfig):
+    """The strings to keep out of output from a kubeconfig given as a dict: every value under ``users[].user``.
+
+    That is where a kubeconfig holds tokens, passwords, client keys and certificates, and ``exec`` and
+    ``auth-provider`` settings. A path (or anything but a dict) holds none.
+    """
+    found = set()
+
+    def walk(value):
+        if isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                walk(item)
+        elif isinstance(value, str) and value:
+            found.add(value)
+
+    if isinstance(kubeconfig, dict):
+        for entry in kubeconfig.get("users") or []:
+            if isinstance(entry, dict):
+                walk(entry.get("user"))
+    return found
+
+
+def hide_kubeconfig_credentials(module):
+    """Mask the credentials of a dict ``kubeconfig`` option in everything ``module`` returns (an ``AnsibleModule``)."""
+    module.no_log_values.update(kubeconfig_credentials(module.params.get("kubeconfig")))
 
 
 def _env_bool(value):
