@@ -14,8 +14,9 @@ kubernetes.core cannot patch subresources, and a Node's ``status.capacity`` /
   after view of those keys;
 * ``apply_node_resources``: reads the target Nodes (one LIST when more than one
   Node is named or a selector is used), refuses Nodes that kwok does not manage,
-  and patches the changed Nodes concurrently, retrying conflicts and transient
-  errors after re-reading the Node.
+  and patches the changed Nodes concurrently, retrying conflicts after re-reading
+  the Node. Transient failures (429, 5xx, connections refused or cut) are retried
+  below, by the client's urllib3 ``Retry`` (``k8s_auth.api_retry``).
 
 No Ansible import: the module is a thin wrapper and the tests call this directly.
 The API is reached through a small adapter (``CoreNodeApi``) so tests can pass
@@ -53,9 +54,9 @@ KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 KWOK_ANNOTATION_VALUE = "fake"
 MERGE_PATCH = "application/merge-patch+json"
 
-# 409: resourceVersion precondition failed (someone else wrote first).
-# 429: API priority and fairness asked us to slow down. 5xx: server trouble.
-RETRYABLE_STATUS = frozenset((409, 429, 500, 502, 503, 504))
+# 409: resourceVersion precondition failed (someone else wrote first): re-read, re-plan, write again.
+# Other transient answers (429, 5xx) were already retried by the client (k8s_auth.api_retry).
+CONFLICT = 409
 
 MAX_COUNT = 2 ** 63 - 1  # resource.Quantity holds an int64
 _EXAMPLE = "use an integer, e.g. 8"
@@ -106,9 +107,12 @@ class NodeApiError(ApiCallError):
 
     @property
     def retryable(self):
-        if self.timed_out:  # the API server took the connection and did not answer: another try would wait again
-            return False
-        return self.status is None or self.status in RETRYABLE_STATUS
+        """True for a conflict, which the executor retries on a fresh read of the Node.
+
+        Everything else reaching this layer is final: the client already retried what a retry can fix
+        (k8s_auth.api_retry), and a request that timed out is not sent again.
+        """
+        return self.status == CONFLICT
 
 
 # --------------------------------------------------------------------------
@@ -387,7 +391,7 @@ class CoreNodeApi:
 
 
 class RetryPolicy:
-    """Exponential backoff with jitter; honours ``Retry-After`` up to ``max_delay``."""
+    """How often and after how long a write that lost a conflict is tried again (exponential backoff, jitter)."""
 
     def __init__(self, attempts=DEFAULT_ATTEMPTS, base_delay=0.05, max_delay=2.0, sleep=time.sleep):
         self.attempts = attempts
@@ -395,37 +399,22 @@ class RetryPolicy:
         self.max_delay = max_delay
         self.sleep = sleep
 
-    def delay(self, attempt, error=None):
+    def delay(self, attempt):
         delay = min(self.max_delay, self.base_delay * (2 ** (attempt - 1)))
-        delay = delay * (0.5 + random.random() / 2)
-        if error is not None and error.retry_after:
-            delay = max(delay, min(float(error.retry_after), 10 * self.max_delay))
-        return delay
-
-    def call(self, func, *args):
-        """Call ``func`` and retry transient failures (not for writes: see ``_converge``)."""
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                return func(*args)
-            except NodeApiError as exc:
-                if exc.status == 409 or not exc.retryable or attempt >= self.attempts:
-                    raise
-                self.sleep(self.delay(attempt, exc))
+        return delay * (0.5 + random.random() / 2)
 
 
-def _read_targets(api, names, label_selector, allow_no_match, policy):
+def _read_targets(api, names, label_selector, allow_no_match):
     if names is not None:
         if len(names) == 1:
             try:
-                nodes = [policy.call(api.get_node, names[0])]
+                nodes = [api.get_node(names[0])]
             except NodeApiError as exc:
                 if exc.status != 404:
                     raise
                 nodes = []
         else:
-            nodes = policy.call(api.list_nodes, None)
+            nodes = api.list_nodes(None)
         by_name = {node_name(n): n for n in nodes}
         missing = [n for n in names if n not in by_name]
         if missing:
@@ -435,7 +424,7 @@ def _read_targets(api, names, label_selector, allow_no_match, policy):
             )
         return [by_name[n] for n in names]
 
-    nodes = policy.call(api.list_nodes, label_selector)
+    nodes = api.list_nodes(label_selector)
     nodes.sort(key=node_name)
     if not nodes and not allow_no_match:
         raise NodeResourcesError(
@@ -477,8 +466,8 @@ def _converge(api, node, desired, state, fields, policy):
                 if attempt >= policy.attempts and exc.retryable:
                     raise NodeApiError(exc.status, "gave up after {0} attempts: {1}".format(attempt, exc.message))
                 raise
-            policy.sleep(policy.delay(attempt, exc))
-            node = policy.call(api.get_node, name)
+            policy.sleep(policy.delay(attempt))
+            node = api.get_node(name)
             patch, _unused, after = plan_node(node.get("status"), desired, state, fields)
             continue
         after = managed_view(updated.get("status"), desired, fields)
@@ -520,7 +509,7 @@ def apply_node_resources(
     policy = policy or RetryPolicy()
 
     try:
-        nodes = _read_targets(api, names, label_selector, allow_no_match, policy)
+        nodes = _read_targets(api, names, label_selector, allow_no_match)
     except NodeApiError as exc:
         raise NodeResourcesError("cannot read nodes: {0}".format(exc))
     _check_real_nodes(nodes, allow_real_nodes)

@@ -23,6 +23,7 @@ description:
     operator answered).
   - The expectations come from the P(gpushare.k8s.gpu_operator_expected#filter) filter.
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - gpushare.k8s.k8s_auth
   - gpushare.k8s.attributes
   - gpushare.k8s.attributes.idempotent
