@@ -29,7 +29,7 @@ import random
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 try:
     from kubernetes import client as k8s_client
@@ -38,8 +38,10 @@ except ImportError:
 
 try:
     from .cluster_objects import REQUEST_TIMEOUT, ApiCallError, call_json, list_pages
+    from .quantity import parse_quantity
 except ImportError:  # loaded as a plain module, next to cluster_objects.py
     from cluster_objects import REQUEST_TIMEOUT, ApiCallError, call_json, list_pages  # type: ignore[no-redef]
+    from quantity import parse_quantity  # type: ignore[no-redef]
 
 
 FIELDS = ("capacity", "allocatable")
@@ -64,27 +66,6 @@ _EXAMPLE = "use an integer, e.g. 8"
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS_SUBDOMAIN_RE = re.compile(r"^{0}(\.{0})*$".format(_DNS_LABEL))
 _NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_QUANTITY_RE = re.compile(
-    r"^(?P<num>[+-]?(\d+\.?\d*|\.\d+))(?P<suffix>[eE][+-]?\d+|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?$"
-)
-_SUFFIX = {
-    None: Decimal(1),
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-    "Ki": Decimal(2 ** 10),
-    "Mi": Decimal(2 ** 20),
-    "Gi": Decimal(2 ** 30),
-    "Ti": Decimal(2 ** 40),
-    "Pi": Decimal(2 ** 50),
-    "Ei": Decimal(2 ** 60),
-}
 
 
 class NodeResourcesError(Exception):
@@ -266,27 +247,6 @@ def check_parallelism(parallelism):
 # --------------------------------------------------------------------------
 # Planning (pure)
 # --------------------------------------------------------------------------
-
-
-def parse_quantity(value):
-    """Return a Kubernetes quantity string as a ``Decimal``, or ``None`` if it is not one."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return Decimal(value)
-    if not isinstance(value, str):
-        return None
-    match = _QUANTITY_RE.match(value.strip())
-    if not match:
-        return None
-    try:
-        number = Decimal(match.group("num"))
-        suffix = match.group("suffix")
-        if suffix and suffix[0] in "eE" and len(suffix) > 1:
-            return number.scaleb(int(suffix[1:]))
-        return number * _SUFFIX[suffix]
-    except (InvalidOperation, ValueError):
-        return None
 
 
 def same_quantity(current, desired):
