@@ -207,12 +207,12 @@ from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import (
     K8sAuthError,
     build_api_client,
 )
+from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
 from ansible_collections.gpushare.k8s.plugins.module_utils.dra import (
     DEFAULT_PARALLELISM,
     DRIVER,
     STATES,
     DraApiError,
-    DraError,
     DraWriteError,
     ResourceSliceApi,
     apply_resource_slices,
@@ -271,7 +271,7 @@ def main():
             parallelism=params["parallelism"],
             default_product=params["product"],
         )
-    except (K8sAuthError, DraError, DraApiError) as exc:
+    except (K8sAuthError, InputError, DraApiError) as exc:
         module.fail_json(msg=str(exc), changed=False)
     except DraWriteError as exc:
         changed = [result["name"] for result in exc.results if result["changed"] and "error" not in result]
