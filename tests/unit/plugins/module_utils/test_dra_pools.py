@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import copy
 import itertools
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from ansible_collections.gpushare.k8s.plugins.module_utils import dra, mig
 from ansible_collections.gpushare.k8s.plugins.module_utils.dra import DraApiError, DraError
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
+from dra_fake_api import FakeApi
 
 A100 = "NVIDIA-A100-SXM4-80GB"
 NODES = [
@@ -177,48 +177,6 @@ def test_plan_rewrites_a_pool_of_mixed_generations():
 
 
 # --------------------------------------------------------------------------- the writer
-
-
-class FakeApi:
-    def __init__(self, nodes=("dra-node-0", "dra-node-1", "dra-node-2"), real=(), slices=()):
-        self.nodes = [{"metadata": {"name": n, "uid": "uid-" + n, "annotations": {} if n in real else {"kwok.x-k8s.io/node": "fake"}}}
-                      for n in list(nodes) + list(real)]
-        self.slices = {s["metadata"]["name"]: copy.deepcopy(s) for s in slices}
-        self.writes = []
-        self.fail_next = []
-        self.version = 0
-
-    def list_nodes(self):
-        return copy.deepcopy(self.nodes)
-
-    def list_slices(self, driver):
-        return [copy.deepcopy(s) for s in self.slices.values() if s["spec"]["driver"] == driver]
-
-    def list_pool(self, driver, pool):
-        return [s for s in self.list_slices(driver) if s["spec"]["pool"]["name"] == pool]
-
-    def _write(self, verb, name):
-        self.writes.append((verb, name))
-        if self.fail_next:
-            raise self.fail_next.pop(0)
-
-    def _store(self, body):
-        self.version += 1
-        self.slices[body["metadata"]["name"]] = dict(copy.deepcopy(body), metadata=dict(body["metadata"], resourceVersion=str(self.version)))
-
-    def create(self, body):
-        self._write("create", body["metadata"]["name"])
-        self._store(body)
-
-    def replace(self, body):
-        self._write("replace", body["metadata"]["name"])
-        if self.slices[body["metadata"]["name"]]["metadata"]["resourceVersion"] != body["metadata"]["resourceVersion"]:
-            raise DraApiError(409, "the object has been modified")
-        self._store(body)
-
-    def delete(self, name):
-        self._write("delete", name)
-        self.slices.pop(name, None)
 
 
 def test_first_run_publishes_second_changes_nothing():
