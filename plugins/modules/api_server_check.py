@@ -18,10 +18,11 @@ description:
     checked), that the auth options make a client (the kubeconfig parses, its context exists), and that the API server
     answers C(GET /version) within O(request_timeout) seconds.
   - Each problem is one message ending with O(fix). An API server that does not answer is named by its URL
-    (C(cannot reach the API server (kube-apiserver\) at https://127.0.0.1:6443: ...)); the kubeconfig's path is shown,
+    (C(cannot reach the API server (kube-apiserver\) at https://127.0.0.1:6443 ...)); the kubeconfig's path is shown,
     never masked.
   - Only reads; never changes anything.
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - gpushare.k8s.k8s_auth
   - gpushare.k8s.attributes
   - gpushare.k8s.attributes.info_module
