@@ -22,6 +22,8 @@ CONFIG_LABEL = "nvidia.com/device-plugin.config"
 # mode the MIG layout asked of the MIG manager and how far it got.
 DEFAULT_LABELS = ("nvidia.com/gpu.product", "nvidia.com/mig.strategy", "nvidia.com/mig.config", "nvidia.com/mig.config.state")
 DEFAULT_PREFIX = "nvidia.com/"
+# Where a folder's list of files wraps (the other lines are as long as the names they show).
+WIDTH = 100
 
 
 def _metadata(obj):
@@ -45,26 +47,36 @@ def _table(rows):
     return ["  ".join([cell.ljust(width) for cell, width in zip(row, widths)] + [row[-1]]).rstrip() for row in rows]
 
 
-def _files(lab_root, files):
+def _files(lab_root, files, width):
+    """A line naming the lab root, then per folder its files, wrapped to ``width``."""
     by_folder = {}
     root = str(lab_root or "").rstrip("/")
     for path in sorted(str(f) for f in files or []):
         relative = path[len(root) + 1:] if root and path.startswith(root + "/") else path
         folder, name = os.path.split(relative)
-        by_folder.setdefault(folder, []).append(name)
-    lines = []
+        by_folder.setdefault(folder + "/" if folder else "", []).append(name)
+    if not by_folder:
+        return ["files: none in %s" % root] if root else []
+    lines = ["files in %s:" % root] if root else ["files:"]
     for folder in sorted(by_folder):
-        where = os.path.join(root, folder) if root else folder
-        lines.append("files in %s/: %s" % (where.rstrip("/"), ", ".join(by_folder[folder])))
-    return lines or (["files: none in %s" % root] if root else [])
+        line = folder + ":" if folder else "-:"
+        for index, name in enumerate(by_folder[folder]):
+            piece = (" " if index == 0 else ", ") + name
+            if index and len(line) + len(piece) > width:
+                lines.append(line + ",")
+                line = " " * len(folder + ":") + " " + name
+            else:
+                line += piece
+        lines.append(line)
+    return lines
 
 
 def lab_summary(nodes, pods=(), files=(), lab_root="", kubeconfig=None, context=None, node_names=None, labels=DEFAULT_LABELS,
-                prefix=DEFAULT_PREFIX):
+                prefix=DEFAULT_PREFIX, width=WIDTH):
     """The summary's lines (see the module's docstring).
 
     ``nodes`` and ``pods`` are API objects; ``node_names`` limits the nodes shown (all when ``None``); ``files`` are
-    paths, shown relative to ``lab_root`` grouped by folder; ``kubeconfig`` is the path to export (nothing is said for
+    paths, shown relative to ``lab_root`` grouped by folder (a folder's list wraps at ``width`` characters); ``kubeconfig`` is the path to export (nothing is said for
     a kubeconfig given as a dict) and ``context`` its context, when not the current one. ``labels`` are the label
     keys shown (``prefix`` is left out of their names, and picks the advertised resources).
     """
@@ -77,7 +89,7 @@ def lab_summary(nodes, pods=(), files=(), lab_root="", kubeconfig=None, context=
         picked = " ".join("%s=%s" % (_short(key, prefix), node_labels[key]) for key in labels or () if key in node_labels)
         rows.append(["node " + (_metadata(node).get("name") or "?"), "config " + (node_labels.get(CONFIG_LABEL) or "-"),
                      _advertised(node, prefix), picked])
-    lines = _table(rows) if rows else ["nodes: none of %s found" % ", ".join(sorted(wanted or []))]
+    lines = _table(rows) if rows else ["nodes: none of %s found" % ", ".join(sorted(wanted)) if wanted else "nodes: none"]
     pod_rows = []
     for pod in sorted(pods or [], key=lambda p: (_metadata(p).get("namespace") or "", _metadata(p).get("name") or "")):
         meta = _metadata(pod)
@@ -85,7 +97,7 @@ def lab_summary(nodes, pods=(), files=(), lab_root="", kubeconfig=None, context=
                          "on " + (((pod.get("spec") or {}).get("nodeName")) or "(not scheduled)"),
                          ((pod.get("status") or {}).get("phase")) or "?"])
     lines += _table(pod_rows) if pod_rows else ["pods: none"]
-    lines += _files(lab_root, files)
+    lines += _files(lab_root, files, width)
     if isinstance(kubeconfig, str) and kubeconfig:
         lines.append("next: export KUBECONFIG=%s%s" % (kubeconfig, " and pass kubectl --context %s" % context if context else ""))
     return lines

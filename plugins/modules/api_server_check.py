@@ -17,9 +17,9 @@ description:
   - Checks, in order, that the kubeconfig file exists (when O(kubeconfig) is a path; several joined with V(:) are each
     checked), that the auth options make a client (the kubeconfig parses, its context exists), and that the API server
     answers C(GET /version) within O(request_timeout) seconds.
-  - Each problem is one message ending with O(fix). An API server that does not answer is named by its URL
-    (C(cannot reach the API server (kube-apiserver\) at https://127.0.0.1:6443 ...)); the kubeconfig's path is shown,
-    never masked.
+  - Each problem is one message ending with O(fix). An API server that does not answer is named by its URL, in the
+    message every module of the collection gives then (C(cannot reach the API server ... at https://127.0.0.1:6443));
+    the kubeconfig's path is shown, never masked.
   - Only reads; never changes anything.
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
@@ -33,7 +33,7 @@ attributes:
 options:
   fix:
     description:
-      - What to do when there is no cluster to talk to, appended to the message as C(Fix: <fix>).
+      - What to do when there is no cluster to talk to, appended to the message after C(Fix:).
     type: str
     default: >-
       start the cluster (the local lab cluster: `make cluster`, or the playbook gpushare.k8s.cluster), or set kubeconfig

@@ -41,9 +41,10 @@ def test_the_lab_summary_reads_line_by_line():
         "pod gpu-share/mig-job    on lab-node-2       Running",
         "pod gpu-share/waiting    on (not scheduled)  Pending",
         "pod team-a/team-a-job-1  on lab-node-1       Running",
-        "files in /root/gpushare/bin/: check-request.sh",
-        "files in /root/gpushare/k8s/: device-plugin-configs.yaml, mig-job.yaml",
-        "files in /root/gpushare/out/: placement.txt",
+        "files in /root/gpushare:",
+        "bin/: check-request.sh",
+        "k8s/: device-plugin-configs.yaml, mig-job.yaml",
+        "out/: placement.txt",
         "next: export KUBECONFIG=/root/.kwok/clusters/gpushare/kubeconfig.yaml",
     ]
     assert max(len(line) for line in lines) <= 120
@@ -68,3 +69,14 @@ def test_missing_nodes_and_an_empty_lab_root_are_said():
 def test_the_labels_shown_can_be_chosen():
     lines = lab_summary(NODES, node_names=["lab-node-1"], labels=["nvidia.com/gpu.replicas", "kubernetes.io/hostname"])
     assert lines[0].endswith("gpu.replicas=4 kubernetes.io/hostname=lab-node-1")
+
+
+def test_a_long_list_of_files_wraps_under_its_folder():
+    files = ["/r/k8s/manifest-%02d.yaml" % n for n in range(12)]
+    lines = lab_summary([], [], files, "/r", None, width=60)
+    assert lines[:2] == ["nodes: none", "pods: none"]
+    assert lines[2:] == ["files in /r:",
+                         "k8s/: manifest-00.yaml, manifest-01.yaml, manifest-02.yaml,",
+                         "      manifest-03.yaml, manifest-04.yaml, manifest-05.yaml,",
+                         "      manifest-06.yaml, manifest-07.yaml, manifest-08.yaml,",
+                         "      manifest-09.yaml, manifest-10.yaml, manifest-11.yaml"]
