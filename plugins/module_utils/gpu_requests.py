@@ -21,6 +21,12 @@ Which objects are walked:
 - Other kinds of Kubernetes' own API groups (``v1``, ``apps``, ``batch``, ``*.k8s.io`` except
   ``*.x-k8s.io``; ConfigMap, Service, ...) carry no Pod and are skipped.
 
+Claims (Dynamic Resource Allocation), when ``claim_limits`` names shared device classes: every request of a
+ResourceClaim or ResourceClaimTemplate (``exactly`` or each ``firstAvailable`` alternative) for such a class
+is counted in shares, ``count`` devices times the shares its ``capacity.requests`` take (a request of twice
+the class's limit is two shares); ``allocationMode: All`` asks for every share there is. A request for
+more shares than allowed is reported like a container asking for 2 slices of a time-sliced GPU.
+
 Counts are read as the API server reads quantities (:func:`quantity.whole_units`): ``2``, ``"2"``,
 ``2000m``, ``2e0`` are 2, ``1k`` is 1000; a quantity that is not a whole number (``1500m``), negative,
 too large or not a quantity at all is an error, never a count.
@@ -46,6 +52,8 @@ __all__ = [
     "ManifestError",
     "POD_SPEC_PATHS",
     "WORKLOAD_KINDS",
+    "CLAIM_SPEC_PATHS",
+    "check_claim_limits",
     "check_options",
     "container_requests",
     "find_offenders",
@@ -68,6 +76,12 @@ POD_SPEC_PATHS = {
     "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
 }
 WORKLOAD_KINDS = tuple(sorted(POD_SPEC_PATHS))
+# Where the claim spec lives in DRA's claim kinds (resource.k8s.io).
+CLAIM_SPEC_PATHS = {
+    "ResourceClaim": ("spec",),
+    "ResourceClaimTemplate": ("spec", "spec"),
+}
+ALL_DEVICES = "all"
 CONTAINER_FIELDS = ("containers", "initContainers", "ephemeralContainers")
 _BUILTIN_GROUPS = frozenset(("", "apps", "batch", "autoscaling", "policy", "extensions"))
 _SKIPPED_FIELDS = frozenset(("apiVersion", "kind", "metadata", "status"))
@@ -179,9 +193,10 @@ def _builtin(api_version):
 
 
 class _Walker:
-    def __init__(self, view, resources, budget=MAX_STEPS):
+    def __init__(self, view, resources, budget=MAX_STEPS, claim_limits=None):
         self.view = view
         self.resources = resources
+        self.claim_limits = claim_limits or {}
         self.found = []
         self.steps = 0
         self.budget = budget
@@ -223,6 +238,9 @@ class _Walker:
             return
         metadata = view.as_map(obj.get("metadata")) or {}
         name = view.as_text(metadata.get("name")) or view.as_text(metadata.get("generateName")) or ""
+        if kind in CLAIM_SPEC_PATHS and self.claim_limits:
+            self.check_claim(node, obj, where, kind, name)
+            return
         path = POD_SPEC_PATHS.get(kind)
         if path is None:
             if not _builtin(view.as_text(obj.get("apiVersion"))):
@@ -253,6 +271,76 @@ class _Walker:
             if any(field in current for field in CONTAINER_FIELDS):
                 self.check_pod_spec(node, current, path, kind, name)
             stack.extend((current[key], "%s.%s" % (path, key)) for key in reversed(list(current)) if key not in CONTAINER_FIELDS)
+
+    def check_claim(self, obj_node, obj, where, kind, name):
+        """Each request of a claim (or claim template) for a class of ``claim_limits``, counted in shares."""
+        view = self.view
+        current = obj
+        path = CLAIM_SPEC_PATHS[kind] + ("devices",)
+        for position, key in enumerate(path):
+            child = current.get(key)
+            if view.is_null(child):
+                return
+            current = self.mapping(child, where + ".".join(path[: position + 1]))
+        requests_node = current.get("requests")
+        if view.is_null(requests_node):
+            return
+        requests = view.as_list(requests_node)
+        if requests is None:
+            self.fail("%s%s.requests must be a list" % (where, ".".join(path)), requests_node)
+        for position, request_node in enumerate(requests):
+            self.step()
+            here = "%s%s.requests[%d]" % (where, ".".join(path), position)
+            request = self.mapping(request_node, here)
+            label = view.as_text(request.get("name")) or str(position)
+            exactly = request.get("exactly")
+            if not view.is_null(exactly):
+                self.check_device_request(obj_node, self.mapping(exactly, here + ".exactly"), here + ".exactly", kind, name, label)
+            alternatives = request.get("firstAvailable")
+            if view.is_null(alternatives):
+                continue
+            items = view.as_list(alternatives)
+            if items is None:
+                self.fail("%s.firstAvailable must be a list" % here, alternatives)
+            for index, item in enumerate(items):
+                self.step()
+                sub = self.mapping(item, "%s.firstAvailable[%d]" % (here, index))
+                self.check_device_request(obj_node, sub, "%s.firstAvailable[%d]" % (here, index), kind, name,
+                                          "%s/%s" % (label, view.as_text(sub.get("name")) or index))
+
+    def check_device_request(self, obj_node, request, where, kind, name, label):
+        view = self.view
+        device_class = view.as_text(request.get("deviceClassName"))
+        limits = self.claim_limits.get(device_class)
+        if limits is None:
+            return
+        if view.as_text(request.get("allocationMode")) == "All":
+            shares = ALL_DEVICES
+        else:
+            count_node = request.get("count")
+            count = 1
+            if not view.is_null(count_node):
+                count, shown, why = view.quantity(count_node)
+                if count is None:
+                    self.fail("%s.count is %s, %s" % (where, shown, why), count_node)
+            per_device = 1
+            asked = {}
+            capacity = request.get("capacity")
+            if not view.is_null(capacity):
+                asked_node = self.mapping(capacity, where + ".capacity").get("requests")
+                if not view.is_null(asked_node):
+                    asked = self.mapping(asked_node, where + ".capacity.requests")
+            for capacity_name, limit in limits.items():
+                if capacity_name not in asked:
+                    continue
+                units, shown, why = view.quantity(asked[capacity_name])
+                if units is None:
+                    self.fail("%s.capacity.requests[%s] is %s, %s" % (where, capacity_name, shown, why), asked[capacity_name])
+                per_device = max(per_device, -(-units // limit))
+            shares = count * per_device
+        self.found.append({"document": self.document, "kind": kind, "name": name, "container": "%s/%s" % (name, label),
+                           "resource": device_class, "count": shares, "field": "claim", "path": where,
+                           "object": obj_node if self.view is _ObjectView else None, "pod_spec": None})
 
     def check_pod_spec(self, obj_node, spec, spec_path, kind, name):
         view = self.view
@@ -337,24 +425,54 @@ def check_options(resources, max_per_container):
     return tuple(dict.fromkeys(str(item) for item in resources)), int(max_per_container)
 
 
+def check_claim_limits(claim_limits):
+    """Validate ``{device class: {capacity: quantity}}``; return it with each quantity in whole units, or raise ValueError.
+
+    A class with no capacity (``{}``) counts devices only.
+    """
+    if claim_limits is None:
+        return {}
+    if not isinstance(claim_limits, dict):
+        raise ValueError("claim_limits must map a device class to {capacity: quantity}, e.g. {'shared.gpu.nvidia.com': {'memory': '20Gi'}}")
+    result = {}
+    for device_class, limits in claim_limits.items():
+        if not isinstance(device_class, str) or not device_class:
+            raise ValueError("claim_limits: %r is not a device class name" % (device_class,))
+        if limits is None:
+            limits = {}
+        if not isinstance(limits, dict):
+            raise ValueError("claim_limits[%s] must map a capacity name to a quantity, e.g. {'memory': '20Gi'}" % device_class)
+        result[str(device_class)] = {}
+        for capacity, quantity in limits.items():
+            units, why = whole_units(str(quantity)) if isinstance(quantity, (str, int)) and not isinstance(quantity, bool) else (None, "not a quantity")
+            if units is None or units < 1:
+                raise ValueError("claim_limits[%s][%s]: %r is %s" % (device_class, capacity, quantity, why or "zero, not a limit"))
+            result[str(device_class)][str(capacity)] = units
+    return result
+
+
 def read_manifest(text_or_stream):
     """Manifest text (``str``, ``bytes`` or a readable stream) as ``str``, size and encoding checked."""
     return _yaml.read_text(text_or_stream)
 
 
-def container_requests(documents_or_text, resources=DEFAULT_RESOURCES):
+def container_requests(documents_or_text, resources=DEFAULT_RESOURCES, claim_limits=None):
     """Every container that names one of ``resources`` in its limits or requests, with its count.
 
     ``documents_or_text`` is YAML text (read as kubectl reads it), one object (``dict``) or a list of
     objects. Each entry is ``{"document": 0-based index, "kind", "name", "container", "resource",
     "count" (the larger of limit and request), "field" (containers, initContainers or
     ephemeralContainers), "path", "object", "pod_spec"}``; ``object`` and ``pod_spec`` are the
-    dicts when objects were given (None for YAML text). Raises :class:`ManifestError` for input that cannot be checked.
+    dicts when objects were given (None for YAML text). With ``claim_limits`` (see :func:`check_claim_limits`),
+    each claim request for one of its classes is an entry too: ``container`` is ``<claim>/<request>``, ``resource``
+    the device class, ``count`` the shares asked for (:data:`ALL_DEVICES` for ``allocationMode: All``), ``field``
+    ``claim``. Raises :class:`ManifestError` for input that cannot be checked.
     """
     resources, _max = check_options(resources, 0)
+    claim_limits = check_claim_limits(claim_limits)
     if isinstance(documents_or_text, (str, bytes, bytearray)) or hasattr(documents_or_text, "read"):
         text = _yaml.read_text(documents_or_text)
-        walker = _Walker(_NodeView, resources, budget=MAX_STEPS + len(text))
+        walker = _Walker(_NodeView, resources, budget=MAX_STEPS + len(text), claim_limits=claim_limits)
         for index, node in _yaml.kubectl_documents(text):
             walker.check_document(index, node)
         return walker.found
@@ -366,23 +484,25 @@ def container_requests(documents_or_text, resources=DEFAULT_RESOURCES):
         documents = []
     else:
         raise ManifestError("expected YAML text, an object or a list of objects, got %s" % type(documents_or_text).__name__)
-    walker = _Walker(_ObjectView, resources)
+    walker = _Walker(_ObjectView, resources, claim_limits=claim_limits)
     for index, document in enumerate(documents):
         walker.check_document(index, document)
     return walker.found
 
 
-def find_offenders(documents_or_text, resources=DEFAULT_RESOURCES, max_per_container=1):
+def find_offenders(documents_or_text, resources=DEFAULT_RESOURCES, max_per_container=1, claim_limits=None):
     """List every container that asks for more than ``max_per_container`` of one of ``resources``.
 
     Input as for :func:`container_requests`. Containers, initContainers and ephemeralContainers
     are checked, in both ``limits`` and ``requests`` (the larger counts). Each offender is
-    ``{"document": 0-based index, "kind", "name", "container", "resource", "count"}``.
-    Raises :class:`ManifestError` for unreadable or invalid input, ``ValueError`` for bad options.
+    ``{"document": 0-based index, "kind", "name", "container", "resource", "count"}``. With ``claim_limits``,
+    claim requests for a shared class that ask for more than ``max_per_container`` shares are offenders too
+    (``container`` is ``<claim>/<request>``). Raises :class:`ManifestError` for unreadable or invalid input,
+    ``ValueError`` for bad options.
     """
     resources, max_per_container = check_options(resources, max_per_container)
     return [
         {key: item[key] for key in ("document", "kind", "name", "container", "resource", "count")}
-        for item in container_requests(documents_or_text, resources)
-        if item["count"] > max_per_container
+        for item in container_requests(documents_or_text, resources, claim_limits)
+        if item["count"] == ALL_DEVICES or item["count"] > max_per_container
     ]

@@ -70,6 +70,9 @@ OWN_ARG_SPEC = {
 # into the module's own spec): kubernetes.core's options (doc fragment kubernetes.core.k8s_auth_options)
 # plus ours (doc fragment gpushare.k8s.k8s_auth).
 AUTH_ARG_SPEC = dict(copy.deepcopy(CORE_AUTH_ARG_SPEC), **copy.deepcopy(OWN_ARG_SPEC))
+# kubeconfig is not no_log here: a path is no secret, and masking it turned every message naming the file into
+# "********". A kubeconfig given as a dict holds credentials: modules call hide_kubeconfig_credentials.
+AUTH_ARG_SPEC["kubeconfig"]["no_log"] = False
 
 AUTH_OPTIONS = tuple(AUTH_ARG_SPEC)
 
@@ -106,6 +109,36 @@ IMPERSONATE_GROUP_HEADER = "Impersonate-Group"
 
 class K8sAuthError(Exception):
     """The auth options cannot produce a working client configuration."""
+
+
+def kubeconfig_credentials(kubeconfig):
+    """The strings to keep out of output from a kubeconfig given as a dict: every value under ``users[].user``.
+
+    That is where a kubeconfig holds tokens, passwords, client keys and certificates, and ``exec`` and
+    ``auth-provider`` settings. A path (or anything but a dict) holds none.
+    """
+    found = set()
+
+    def walk(value):
+        if isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                walk(item)
+        elif isinstance(value, str) and value:
+            found.add(value)
+
+    if isinstance(kubeconfig, dict):
+        for entry in kubeconfig.get("users") or []:
+            if isinstance(entry, dict):
+                walk(entry.get("user"))
+    return found
+
+
+def hide_kubeconfig_credentials(module):
+    """Mask the credentials of a dict ``kubeconfig`` option in everything ``module`` returns (an ``AnsibleModule``)."""
+    module.no_log_values.update(kubeconfig_credentials(module.params.get("kubeconfig")))
 
 
 def _env_bool(value):

@@ -67,6 +67,16 @@ options:
       - The most units of each resource one container may ask for.
     type: int
     default: 1
+  claim_limits:
+    description:
+      - "Shared device classes whose ResourceClaim and ResourceClaimTemplate requests are checked too, as
+        C({class: {capacity: quantity}}): a request is counted in shares, C(count) devices times the shares its
+        C(capacity.requests) take (a request of twice the quantity is two shares; C(allocationMode: All) asks for every
+        share), and one asking for more than O(max_per_container) shares is an offender, reported with the container
+        C(<claim>/<request>)."
+      - "The DRA lab's shared class is C({shared.gpu.nvidia.com: {memory: <one share>}}) (filter P(gpushare.k8s.dra_share_limits#filter))."
+    type: dict
+    default: {}
   fail_on_offenders:
     description:
       - Fail when a container asks for more than O(max_per_container).
@@ -143,8 +153,10 @@ offenders:
       type: str
       sample: nvidia.com/gpu
     count:
-      description: Units asked for (the larger of the limit and the request).
-      type: int
+      description:
+        - Units asked for (the larger of the limit and the request); for a claim request, the shares it asks for
+          (V(all) for C(allocationMode=All)).
+      type: raw
       sample: 2
 """
 
@@ -167,7 +179,7 @@ else:
 
 
 def _describe(offender):
-    return "%s/%s container %s asks for %d %s" % (
+    return "%s/%s container %s asks for %s %s" % (
         offender["kind"],
         offender["name"] or "(unnamed)",
         offender["container"],
@@ -202,6 +214,7 @@ def main():
             definition=dict(type="raw"),
             resources=dict(type="list", elements="str", default=["nvidia.com/gpu"]),
             max_per_container=dict(type="int", default=1),
+            claim_limits=dict(type="dict", default={}),
             fail_on_offenders=dict(type="bool", default=True),
         ),
         mutually_exclusive=[("path", "content", "definition")],
@@ -214,7 +227,8 @@ def main():
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=PARSER_IMPORT_ERROR, offenders=[])
     data = _source(module)
     try:
-        offenders = find_offenders(data, resources=module.params["resources"], max_per_container=module.params["max_per_container"])
+        offenders = find_offenders(data, resources=module.params["resources"], max_per_container=module.params["max_per_container"],
+                                   claim_limits=module.params["claim_limits"])
     except ManifestError as exc:
         fix = "" if "Fix:" in exc.problem else " " + manifest_fix(exc.problem)
         module.fail_json(msg="Cannot check the manifest: %s.%s" % (to_native(exc), fix), offenders=[])

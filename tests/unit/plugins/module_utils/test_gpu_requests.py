@@ -647,7 +647,8 @@ def test_cli_help_exits_2_and_documents_the_exit_codes(capsys):
     assert main(["--help"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.startswith("usage: check-request [-h] [--resource NAME] [--max N] manifest")
+    assert captured.err.startswith("usage: check-request [-h] [--resource NAME] [--max N]")
+    assert "[--claim-limit CLASS[:CAPACITY=QUANTITY]]" in captured.err
     for words in ("(exit 1)", "OK (exit 0)", "Exit 2"):
         assert words in captured.err
 
