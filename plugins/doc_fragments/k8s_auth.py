@@ -31,7 +31,8 @@ requirements:
   - urllib3 >= 2.0 (Python library)
 notes:
   - Options given to the task win over the E(K8S_AUTH_*) environment variables, which win over the kubeconfig.
-  - The auth options are kubernetes.core's. The collection's modules are in the C(kubernetes.core.k8s)
-    action group (and in C(gpushare.k8s.k8s)), so one C(module_defaults) block for C(group/kubernetes.core.k8s)
-    configures the modules of both collections.
+  - The auth options are kubernetes.core's. The action group C(gpushare.k8s.k8s) holds the collection's modules
+    and extends kubernetes.core's C(kubernetes.core.k8s), so one C(module_defaults) block for
+    C(group/gpushare.k8s.k8s) sets the auth options of both collections' modules. Set O(request_timeout) for
+    C(group/gpushare.k8s.modules) (the collection's modules alone), since kubernetes.core's modules would refuse it.
 """

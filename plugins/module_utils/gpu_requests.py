@@ -35,7 +35,6 @@ too large or not a quantity at all is an error, never a count.
 from __future__ import annotations
 
 import json
-import re
 
 try:
     from . import manifest_yaml as _yaml

@@ -134,7 +134,7 @@ EXAMPLES = r"""
 
 - name: Set the connection once for this collection's and kubernetes.core's tasks (works on a play too)
   module_defaults:
-    group/kubernetes.core.k8s:
+    group/gpushare.k8s.k8s:
       kubeconfig: ~/.kwok/clusters/gpushare/kubeconfig.yaml
   block:
     - name: Preview the change without writing

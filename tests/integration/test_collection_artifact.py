@@ -35,24 +35,25 @@ def galaxy(env, cwd, *args):
 def installed(tmp_path_factory):
     """(tarball member names, environment that sees only the installed collections, a scratch directory)."""
     work = tmp_path_factory.mktemp("artifact")
+    dest = work / "collections"
     env = subprocess_env()
     env.pop("ANSIBLE_CONFIG")  # as a user would: no checkout, no ansible.cfg
+    # Only the new collections path (pytest-ansible points ANSIBLE_COLLECTIONS_PATH at the checkout), no site-packages.
+    env.update(ANSIBLE_COLLECTIONS_PATH=str(dest), ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false")
     build = galaxy(env, work, "build", "--output-path", work, REPO)
     assert build.returncode == 0, build.stdout + build.stderr
     tarball = next(work.glob("gpushare-k8s-*.tar.gz"))
     with tarfile.open(tarball) as archive:
         names = archive.getnames()
 
-    dest = work / "collections"
     from ansible_collections.kubernetes.core.plugins.module_utils import args_common
 
     core = Path(args_common.__file__).resolve().parents[2]
     shutil.copytree(core, dest / "ansible_collections" / "kubernetes" / "core", ignore=shutil.ignore_patterns("__pycache__"))
     install = galaxy(env, work, "install", "--offline", "-p", dest, tarball)
     assert install.returncode == 0, install.stdout + install.stderr
-    env.update(ANSIBLE_COLLECTIONS_PATH=str(dest), ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false")
     listed = galaxy(env, work, "list")
-    assert "gpushare.k8s" in listed.stdout and "kubernetes.core" in listed.stdout, listed.stdout + listed.stderr
+    assert "gpushare.k8s" in listed.stdout and "kubernetes.core" in listed.stdout, install.stdout + listed.stdout + listed.stderr
     return names, env, work
 
 

@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""One module_defaults block (group/kubernetes.core.k8s) configures kubernetes.core's modules and ours.
+"""One module_defaults block (group/gpushare.k8s.k8s, which extends kubernetes.core.k8s) configures both collections.
 
 Against the live lab cluster: the block sets kubernetes.core auth options this collection used not to
 take (no_proxy, persist_config, proxy_headers: "Unsupported parameters" before), then impersonation,

@@ -317,6 +317,7 @@ def test_every_module_with_auth_options_extends_both_fragments_and_the_action_gr
     runtime = yaml.safe_load((root.parents[1] / "meta" / "runtime.yml").read_text())
     group = runtime["action_groups"]["k8s"]
     assert group[0] == {"metadata": {"extend_group": ["kubernetes.core.k8s"]}}
+    assert runtime["action_groups"]["modules"] == group[1:]  # the same modules without kubernetes.core's (request_timeout)
     with_auth = set()
     for path in sorted(root.glob("*.py")):
         module = importlib.import_module("ansible_collections.gpushare.k8s.plugins.modules." + path.stem)
