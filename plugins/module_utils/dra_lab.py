@@ -38,6 +38,8 @@ FALLBACK_TEMPLATE = "mig-or-share"
 MIG_NEXT = "mig-next"
 BRIDGE_POD = "bridge-gpu"
 UNSCHEDULABLE = "Unschedulable"
+DEFAULT_TOLERATIONS = [{"key": "node.kubernetes.io/%s" % condition, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+                       for condition in ("not-ready", "unreachable")]
 
 
 def demo_nodes(nodes):
@@ -101,7 +103,15 @@ def _pod(name, namespace, image, tolerations, claims=None, limits=None, node_sel
     if node_selector:
         spec["nodeSelector"] = dict(node_selector)
     if tolerations:
-        spec["tolerations"] = [dict(item, operator="Equal") if item.get("value") else dict(item, operator="Exists") for item in tolerations]
+        spec["tolerations"] = [{"key": item["key"], "operator": "Equal" if item.get("value") else "Exists", "value": item.get("value"),
+                                "effect": item.get("effect")} for item in tolerations]
+        for toleration in spec["tolerations"]:
+            for key in ("value", "effect"):
+                if not toleration[key]:
+                    del toleration[key]
+        # The API server adds these two to every Pod (admission plugin DefaultTolerationSeconds) and a Pod's
+        # tolerations are one list: written out, a second apply of the manifest is a no-op instead of a rewrite.
+        spec["tolerations"] += DEFAULT_TOLERATIONS
     if claims:
         spec["resourceClaims"] = claims
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
@@ -150,8 +160,8 @@ def workload_stages(nodes, namespace, image, taints=(), node_labels=None, driver
     stages.append({"name": "shares", "model": "per-pod-claims", "pending": False, "pods": pods,
                    "objects": [template] + [pod(name, claims=[{"name": "share", "resourceClaimTemplateName": SHARE_TEMPLATE}]) for name in pods]})
     fallback = _claim("ResourceClaimTemplate", FALLBACK_TEMPLATE, namespace, [{"name": "gpu", "firstAvailable": [
-        dict(_exactly(_dra.CLASS_MIG, on_demo_gpu(first)), name="mig"),
-        dict(_exactly(_dra.CLASS_SHARED), name="shared"),
+        dict({"name": "mig"}, **_exactly(_dra.CLASS_MIG, on_demo_gpu(first))),
+        dict({"name": "shared"}, **_exactly(_dra.CLASS_SHARED)),
     ]}])
     stages.append({"name": "fallback-0", "model": "first-available", "pending": False, "pods": ["fallback-0"], "expect_request": "gpu/mig",
                    "objects": [fallback, pod("fallback-0", claims=[{"name": "gpu", "resourceClaimTemplateName": FALLBACK_TEMPLATE}])]})

@@ -40,7 +40,7 @@ def test_stages_in_order():
 def test_every_pod_tolerates_the_dra_taint_and_only_the_bridged_one_selects_dra_nodes():
     stages = dra_lab.workload_stages(NODES, "gpu-dra", "pause", [TAINT], LABELS)
     pods = [o for s in stages for o in s["objects"] if o["kind"] == "Pod"]
-    assert all(p["spec"]["tolerations"] == [dict(TAINT, operator="Equal")] for p in pods)
+    assert all(p["spec"]["tolerations"] == [dict(TAINT, operator="Equal")] + dra_lab.DEFAULT_TOLERATIONS for p in pods)
     assert [p["metadata"]["name"] for p in pods if "nodeSelector" in p["spec"]] == ["bridge-gpu"]
     bridge = pods[-1]["spec"]
     assert bridge["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 1}} and "resourceClaims" not in bridge
