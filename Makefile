@@ -13,20 +13,21 @@ export ANSIBLE_HOME ?= $(HOME)/.ansible
 PLAYBOOK := ansible-playbook
 PYTEST := $(VENV)/bin/python -m pytest
 
-.PHONY: help setup venv link cluster cluster-down lab cluster-operator cluster-operator-down lab-operator test unit integration molecule sanity lint build clean
+.PHONY: help setup venv link cluster cluster-down lab dra cluster-operator cluster-operator-down lab-operator test unit integration molecule sanity lint build clean
 
 help:
 	@echo "make lab           set up, build the control plane if needed, start the local cluster, run the lab"
 	@echo "make test          every test: unit, integration and molecule on the live cluster, sanity, lint"
 	@echo "make cluster       start (or reuse) the local lab cluster"
 	@echo "make cluster-down  remove the local lab cluster"
+	@echo "make dra           the same lab on Dynamic Resource Allocation (its own nodes on the lab cluster)"
 	@echo "make lab-operator  the whole lab in operator mode on cluster gpushare-operator (GPU Operator stand-in)"
 	@echo "make build         build the collection tarball"
 
 setup: venv link
 
 venv: $(VENV)/.installed
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt meta/ee-requirements.txt
 	@echo "[setup] creating $(VENV) from requirements.txt"
 	@test -x $(VENV)/bin/python || python3 -m venv $(VENV)
 	@$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
@@ -46,6 +47,11 @@ cluster-down: setup
 
 lab: cluster
 	@if [ -f playbooks/lab.yml ]; then $(PLAYBOOK) playbooks/lab.yml; else echo "[lab] playbooks/lab.yml does not exist yet"; fi
+
+# The DRA track on the lab cluster: the DRA nodes (created by `make cluster`), their ResourceSlices,
+# DeviceClasses, workloads, quota and report. Runs beside `make lab`, before or after it.
+dra: cluster
+	$(PLAYBOOK) playbooks/dra.yml
 
 # Operator mode on the lab cluster: its own cluster, with the GPU Operator stand-in as a component,
 # and its own lab root, so `make lab`'s cluster and files are never touched.

@@ -3,9 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Benchmark harness of gpushare.k8s (`make bench`).
 
-    benchmarks/run.py [--only lab,scale,check,setup,operator] [--quick] [--runs N] [--json FILE] [--markdown FILE]
+    benchmarks/run.py [--only lab,scale,check,setup,operator,dra] [--quick] [--runs N] [--json FILE] [--markdown FILE]
 
-Sections (all by default, in this order):
+Sections (all but dra by default, in this order):
 
   check  request check: plugins/module_utils/check_request.py (what bin/check-request.sh runs) on a
          generated 10,000-document manifest, wall time and peak RSS of the child, against a naive
@@ -19,6 +19,12 @@ Sections (all by default, in this order):
   setup  warm `make cluster` from no cluster and on a running one, ansible-playbook start-up
          (trivial playbook, one builtin module, one kubernetes.core module) against the lab;
          and, with --cold-build, the cold build of the binaries from empty Go caches.
+
+  dra    (only with --only dra) 1,000 kwok nodes published as DRA ResourceSlices by one
+         gpushare.k8s.dra_resource_slices task (half whole-GPU nodes, half MIG nodes with every
+         profile as partitionable devices) and its unchanged re-run; then 1,000 Pods with a claim each
+         from a template, allocated by the scheduler (whole GPUs, then MIG 1g.10gb slices): created,
+         all bound, rate, every claim read back allocated to a distinct device.
 
 Every figure is the median of several runs with its min-max, and every ratio is taken
 against a baseline measured in the same invocation. Each section creates its own kwokctl
@@ -57,7 +63,8 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks"
 VENV_BIN = ROOT / ".venv" / "bin"
 PYTHON = str(VENV_BIN / "python") if (VENV_BIN / "python").exists() else sys.executable
-SECTIONS = ("check", "lab", "scale", "setup", "operator")
+SECTIONS = ("check", "lab", "scale", "setup", "operator", "dra")
+DEFAULT_SECTIONS = ("check", "lab", "scale", "setup", "operator")  # dra runs when asked (--only dra)
 
 BUILD_SCRIPT = ROOT / "roles" / "lab_cluster" / "files" / "build-binaries.sh"
 
@@ -964,6 +971,124 @@ def section_scale(env, args, clusters):
     RESULTS.add("setup.cluster_delete", clusters.delete(cluster), "remove a cluster (cluster.yml lab_cluster_state=absent)")
 
 
+# ----------------------------------------------------------------------------- section: dra
+
+
+def dra_bench_nodes(names):
+    """Half whole-GPU nodes (2 GPUs), half MIG nodes (1 GPU, every A100 profile), alternating."""
+    return [{"name": name, "gpus": 2} if index % 2 == 0 else {"name": name, "gpus": 1, "mig": True} for index, name in enumerate(names)]
+
+
+def dra_claims(api_client, namespace, count, template, device_class, expression=None):
+    """A ResourceClaimTemplate and `count` Pods with a claim each (16 at a time); wait until all are bound.
+
+    Returns (create s, bound s, allocated devices): every claim is read back from its status.
+    """
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    core, resource = client.CoreV1Api(api_client), client.ResourceV1Api(api_client)
+    core.create_namespace({"metadata": {"name": namespace}})
+    for _attempt in range(300):  # the ServiceAccount admission plugin needs the namespace's default ServiceAccount
+        try:
+            core.read_namespaced_service_account("default", namespace)
+            break
+        except ApiException:
+            time.sleep(0.1)
+    request = {"deviceClassName": device_class}
+    if expression:
+        request["selectors"] = [{"cel": {"expression": expression}}]
+    resource.create_namespaced_resource_claim_template(namespace, {"metadata": {"name": template}, "spec": {"spec": {"devices": {
+        "requests": [{"name": "gpu", "exactly": request}]}}}})
+
+    def pod(i):
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "claim-%05d" % i},
+                "spec": {"terminationGracePeriodSeconds": 0, "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
+                         "containers": [{"name": "work", "image": "registry.k8s.io/pause:3.10", "resources": {"claims": [{"name": "gpu"}]}}]}}
+
+    bodies = [pod(i) for i in range(count)]
+    start = time.perf_counter()
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda body: core.create_namespaced_pod(namespace, body, _preload_content=False).data, bodies))
+    created = time.perf_counter() - start
+    while True:
+        pending = json.loads(core.list_namespaced_pod(namespace, field_selector="spec.nodeName=", _preload_content=False).data)["items"]
+        if not pending:
+            break
+        if time.perf_counter() - start > 1200:
+            raise BenchError("%d Pods still unbound after 1200 s" % len(pending))
+        time.sleep(0.5)
+    bound = time.perf_counter() - start
+    claims = json.loads(resource.list_namespaced_resource_claim(namespace, _preload_content=False).data)["items"]
+    devices = [(r["pool"], r["device"]) for c in claims for r in c.get("status", {}).get("allocation", {}).get("devices", {}).get("results", [])]
+    return created, bound, devices
+
+
+def section_dra(env, args, clusters):
+    say("\n== dra: %d kwok nodes published as ResourceSlices by one dra_resource_slices task; %d claims allocated by the scheduler"
+        % (args.nodes, args.pods))
+    wait_quiet(args, "dra")
+    cluster = "%s-dra" % args.prefix
+    kubeconfig = clusters.kubeconfig(cluster)
+    clusters.create(cluster)
+    env.run([env.kwokctl, "--name", cluster, "scale", "node", "--replicas", args.nodes], "kwokctl-scale-dra")
+    _usable, nodes = wait_nodes_usable(env, kubeconfig, args.nodes)
+    names = sorted(n["metadata"]["name"] for n in nodes)
+    spec = dra_bench_nodes(names)
+    nodes_file = env.work / "dra-nodes.json"
+    nodes_file.write_text(json.dumps(spec))
+    whole = sum(node["gpus"] for node in spec if not node.get("mig"))
+    mig_gpus = sum(node["gpus"] for node in spec if node.get("mig"))
+    from kubernetes import config as kube_config
+
+    api_client = kube_config.new_client_from_config(config_file=str(kubeconfig))
+    for run, expected in (("first", len(spec)), ("re-run", 0)):
+        timings = env.work / ("timings-dra-%s.json" % run)
+        spawn = time.time()
+        wall, _rc, _log = env.run(
+            ["ansible-playbook", BENCH / "playbooks" / "dra_slices.yml", "-e", "bench_kubeconfig=%s" % kubeconfig,
+             "-e", "bench_nodes_file=%s" % nodes_file, "-e", "bench_parallelism=32", "-e", "bench_expected=%d" % expected],
+            "dra-slices-%s" % run, env=dict(TIMINGS_ENV, BENCH_TIMINGS_FILE=str(timings)))
+        prof = load_timings(timings, spawn, time.time())
+        task = prof["tasks"][0]["end"] - prof["tasks"][0]["start"]
+        key = "dra.publish" if expected else "dra.republish"
+        RESULTS.add(key, task, "dra_resource_slices task, %d pools (%s)" % (len(spec), "first" if expected else "unchanged re-run"))
+        slices = json.loads(env.kube(kubeconfig, "get", "resourceslices", "--field-selector", "spec.driver=gpu.nvidia.com", "-o", "json"))["items"]
+        devices = sum(len(s["spec"].get("devices", [])) for s in slices)
+        pools = {s["spec"]["pool"]["name"] for s in slices}
+        say("%s %s publish of %d pools: task %s, playbook %s; read back %d slices, %d pools, %d devices"
+            % (stamp(), run, len(spec), fmt(task, "s"), fmt(wall, "s"), len(slices), len(pools), devices))
+        if pools != set(names):
+            RESULTS.failures.append("dra publish (%s): %d pools published, %d nodes" % (run, len(pools), len(names)))
+    RESULTS.machine["dra_published"] = {"nodes": len(spec), "slices": len(slices), "devices": devices, "whole_gpus": whole, "mig_gpus": mig_gpus}
+    show("dra.publish", "dra.republish")
+    RESULTS.add("dra.publish.rate", len(spec) / RESULTS.median("dra.publish"), "pools published per second", unit="/s")
+    show("dra.publish.rate")
+
+    for label, device_class, expression, capacity in (
+            ("whole", "gpu.nvidia.com", None, whole),
+            ("mig", "mig.nvidia.com", "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'", mig_gpus * 7)):
+        count = min(args.pods, capacity)
+        if label == "whole":  # the lab's DeviceClasses, as the dra_driver role writes them
+            sys.path.insert(0, str(ROOT / ".collections"))
+            from ansible_collections.gpushare.k8s.plugins.module_utils.dra import device_classes
+
+            classes = env.work / "dra-device-classes.json"
+            classes.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": device_classes()}))
+            env.kube(kubeconfig, "apply", "-f", classes)
+        created_s, bound_s, devices = dra_claims(api_client, "bench-dra-%s" % label, count, "one-" + label, device_class, expression)
+        RESULTS.add("dra.claims.%s.create" % label, created_s, "create %d Pods with a %s claim each (16 client threads)" % (count, label))
+        RESULTS.add("dra.claims.%s.bound" % label, bound_s, "  ... until the scheduler has allocated every claim and bound every Pod")
+        RESULTS.add("dra.claims.%s.rate" % label, count / bound_s, "  %s claims allocated per second (end to end)" % label, unit="/s")
+        distinct = len(set(devices))
+        say("%s %d %s claims: Pods created in %s, all bound after %s = %.0f claims/s; %d allocations read back, %d distinct devices"
+            % (stamp(), count, label, fmt(created_s, "s"), fmt(bound_s, "s"), count / bound_s, len(devices), distinct))
+        if len(devices) != count or distinct != count:
+            RESULTS.failures.append("dra %s claims: %d allocations, %d distinct devices, %d Pods" % (label, len(devices), distinct, count))
+        show("dra.claims.%s.create" % label, "dra.claims.%s.bound" % label, "dra.claims.%s.rate" % label)
+    clusters.delete(cluster)
+
+
 # ----------------------------------------------------------------------------- summary
 
 
@@ -1047,7 +1172,8 @@ def write_markdown(path):
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=__doc__.split("\n\n", 2)[2])
-    parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections: %s (default: all)" % ",".join(SECTIONS))
+    parser.add_argument("--only", default=",".join(DEFAULT_SECTIONS),
+                        help="comma-separated sections: %s (default: all but dra)" % ",".join(SECTIONS))
     parser.add_argument("--quick", action="store_true", help="one run of each slow figure, 200 nodes, no pure-Python naive check (< 5 min)")
     parser.add_argument("--runs", type=int, help="runs of each slow figure (default 3; --quick 1)")
     parser.add_argument("--fast-runs", type=int, help="runs of each fast figure (default 5; --quick 3)")
@@ -1110,7 +1236,7 @@ def main(argv=None):
     started = time.monotonic()
     sections = {"check": lambda: section_check(env, args), "lab": lambda: section_lab(env, args, clusters),
                 "setup": lambda: section_setup(env, args, clusters), "scale": lambda: section_scale(env, args, clusters),
-                "operator": lambda: section_operator(env, args, clusters)}
+                "operator": lambda: section_operator(env, args, clusters), "dra": lambda: section_dra(env, args, clusters)}
     try:
         for name in SECTIONS:
             if name in args.only:

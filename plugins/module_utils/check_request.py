@@ -4,15 +4,18 @@
 
 """The request check's command line, ``check-request <pod-manifest>`` (the lab's ``bin/check-request.sh``).
 
-Runs on its own next to :mod:`manifest_yaml` and :mod:`gpu_requests` (no Ansible, no other import)::
+Runs on its own next to :mod:`manifest_yaml`, :mod:`gpu_requests` and :mod:`quantity` (no Ansible; PyYAML and
+the kubernetes package's quantity parser)::
 
-    python3 check_request.py <pod-manifest> [--resource NAME]... [--max N]
+    python3 check_request.py <pod-manifest> [--resource NAME]... [--max N] [--claim-limit CLASS[:CAPACITY=QUANTITY]]...
 
 Exit codes are the contract:
 
 - 0 and ``OK``: every document was read as kubectl reads it and no container asks for more than
   N units (a file without workloads included);
-- 1 and one ``OVER=<container>=<count>`` line per container asking for more;
+- 1 and one ``OVER=<container>=<count>`` line per container asking for more; with ``--claim-limit``, also one
+  ``OVER=<claim>/<request>=<shares>`` line per ResourceClaim (or template) request asking for more than N shares
+  of that shared device class (``--claim-limit shared.gpu.nvidia.com:memory=20Gi``: a request of 40Gi is 2 shares);
 - 2 and a message on standard error for everything else: the file cannot be read, is not valid
   YAML, uses a construct kubectl reads differently (tags, anchors and aliases, merge keys,
   repeated keys, ...), holds a count that is not a whole number of units, or the options are
@@ -25,9 +28,12 @@ import argparse
 import sys
 
 try:
-    from .gpu_requests import DEFAULT_RESOURCES, ManifestError, check_options, find_offenders, read_manifest
-except ImportError:  # run as a script next to gpu_requests.py and manifest_yaml.py (bin/check-request.sh)
-    from gpu_requests import DEFAULT_RESOURCES, ManifestError, check_options, find_offenders, read_manifest  # type: ignore[no-redef]
+    from .gpu_requests import DEFAULT_RESOURCES, ManifestError, check_claim_limits, check_options, find_offenders, read_manifest
+    from .quantity import HAS_PARSER, PARSER_IMPORT_ERROR
+except ImportError:  # run as a script next to gpu_requests.py, manifest_yaml.py and quantity.py (bin/check-request.sh)
+    from gpu_requests import (  # type: ignore[no-redef]
+        DEFAULT_RESOURCES, ManifestError, check_claim_limits, check_options, find_offenders, read_manifest)
+    from quantity import HAS_PARSER, PARSER_IMPORT_ERROR  # type: ignore[no-redef]
 
 
 __all__ = ["main"]
@@ -66,6 +72,20 @@ def _say(stream, line):
     stream.write(line + "\n")
 
 
+def _claim_limits(values):
+    """``CLASS[:CAPACITY=QUANTITY]`` options as ``{class: {capacity: quantity}}`` (ValueError naming the bad one)."""
+    limits = {}
+    for value in values or ():
+        device_class, _sep, rest = value.partition(":")
+        limits.setdefault(device_class, {})
+        if rest:
+            capacity, equals, quantity = rest.partition("=")
+            if not equals or not capacity or not quantity:
+                raise ValueError("--claim-limit %s: write CLASS or CLASS:CAPACITY=QUANTITY, e.g. shared.gpu.nvidia.com:memory=20Gi" % value)
+            limits[device_class][capacity] = quantity
+    return check_claim_limits(limits)
+
+
 def main(argv=None):
     """``check-request <pod-manifest>``: exit 0 and ``OK``, exit 1 and ``OVER=<container>=<count>`` lines, or exit 2."""
     parser = _Parser(
@@ -79,17 +99,25 @@ def main(argv=None):
     parser.add_argument("manifest", help="manifest file with one or more YAML documents ('-' reads standard input)")
     parser.add_argument("--resource", action="append", dest="resources", metavar="NAME", help="resource to check (repeatable; default nvidia.com/gpu)")
     parser.add_argument("--max", type=int, default=1, dest="max_per_container", metavar="N", help="most units one container may ask for (default 1)")
+    parser.add_argument("--claim-limit", action="append", dest="claim_limits", metavar="CLASS[:CAPACITY=QUANTITY]",
+                        help="a shared device class whose claim requests are counted in shares of QUANTITY (repeatable)")
     try:
         args = parser.parse_args(argv)
     except _Exit:
         return EXIT_ERROR
+    if not HAS_PARSER:
+        _say(sys.stderr, "check-request: counts are read by the kubernetes package's quantity parser, which %s cannot import (%s); "
+             "install kubernetes (pip install kubernetes), nothing was checked" % (sys.executable, PARSER_IMPORT_ERROR.strip().splitlines()[-1]))
+        return EXIT_ERROR
     try:
         resources, max_per_container = check_options(args.resources or DEFAULT_RESOURCES, args.max_per_container)
+        claim_limits = _claim_limits(args.claim_limits)
     except ValueError as exc:
         _say(sys.stderr, "check-request: %s" % exc)
         return EXIT_ERROR
     try:
-        offenders = find_offenders(_read_file(args.manifest), resources=resources, max_per_container=max_per_container)
+        offenders = find_offenders(_read_file(args.manifest), resources=resources, max_per_container=max_per_container,
+                                   claim_limits=claim_limits)
     except OSError as exc:
         _say(sys.stderr, "check-request: cannot read %s: %s" % (args.manifest, exc.strerror or exc))
         return EXIT_ERROR
@@ -102,7 +130,7 @@ def main(argv=None):
         return EXIT_ERROR
     if offenders:
         for offender in offenders:
-            _say(sys.stdout, "OVER=%s=%d" % (offender["container"], offender["count"]))
+            _say(sys.stdout, "OVER=%s=%s" % (offender["container"], offender["count"]))
         return EXIT_OVER
     _say(sys.stdout, "OK")
     return EXIT_OK

@@ -21,23 +21,29 @@ Which objects are walked:
 - Other kinds of Kubernetes' own API groups (``v1``, ``apps``, ``batch``, ``*.k8s.io`` except
   ``*.x-k8s.io``; ConfigMap, Service, ...) carry no Pod and are skipped.
 
-Counts are read as the API server reads quantities: ``2``, ``"2"``, ``2000m``, ``2e0`` are 2,
-``1k`` is 1000; a quantity that is not a whole number (``1500m``), negative, too large or not a
-quantity at all is an error, never a count.
+Claims (Dynamic Resource Allocation), when ``claim_limits`` names shared device classes: every request of a
+ResourceClaim or ResourceClaimTemplate (``exactly`` or each ``firstAvailable`` alternative) for such a class
+is counted in shares, ``count`` devices times the shares its ``capacity.requests`` take (a request of twice
+the class's limit is two shares); ``allocationMode: All`` asks for every share there is. A request for
+more shares than allowed is reported like a container asking for 2 slices of a time-sliced GPU.
+
+Counts are read as the API server reads quantities (:func:`quantity.whole_units`): ``2``, ``"2"``,
+``2000m``, ``2e0`` are 2, ``1k`` is 1000; a quantity that is not a whole number (``1500m``), negative,
+too large or not a quantity at all is an error, never a count.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
 try:
     from . import manifest_yaml as _yaml
     from .manifest_yaml import ManifestError
-except ImportError:  # loaded as a plain module, next to manifest_yaml.py (bin/check-request.sh)
+    from .quantity import MAX_COUNT, whole_units
+except ImportError:  # loaded as a plain module, next to manifest_yaml.py and quantity.py (bin/check-request.sh)
     import manifest_yaml as _yaml  # type: ignore[no-redef]
     from manifest_yaml import ManifestError  # type: ignore[no-redef]
+    from quantity import MAX_COUNT, whole_units  # type: ignore[no-redef]
 
 
 __all__ = [
@@ -46,6 +52,8 @@ __all__ = [
     "ManifestError",
     "POD_SPEC_PATHS",
     "WORKLOAD_KINDS",
+    "CLAIM_SPEC_PATHS",
+    "check_claim_limits",
     "check_options",
     "container_requests",
     "find_offenders",
@@ -68,59 +76,18 @@ POD_SPEC_PATHS = {
     "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
 }
 WORKLOAD_KINDS = tuple(sorted(POD_SPEC_PATHS))
+# Where the claim spec lives in DRA's claim kinds (resource.k8s.io).
+CLAIM_SPEC_PATHS = {
+    "ResourceClaim": ("spec",),
+    "ResourceClaimTemplate": ("spec", "spec"),
+}
+ALL_DEVICES = "all"
 CONTAINER_FIELDS = ("containers", "initContainers", "ephemeralContainers")
 _BUILTIN_GROUPS = frozenset(("", "apps", "batch", "autoscaling", "policy", "extensions"))
 _SKIPPED_FIELDS = frozenset(("apiVersion", "kind", "metadata", "status"))
 
 MAX_LIST_DEPTH = 10
 MAX_STEPS = 500000
-# The largest count the API server holds exactly: it checks whole units on the milli-value, an int64.
-MAX_COUNT = (2**63 - 1) // 1000
-
-_QUANTITY_RE = re.compile(r"^([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?$")
-_SUFFIX = {
-    None: Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
-    "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12, "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
-}
-_NANO = Decimal("1e-9")
-_MAX_QUANTITY_TEXT = 64
-
-
-def whole_units(text):
-    """Read a quantity as the API server does for an extended resource: ``(count, None)`` or ``(None, why not)``.
-
-    ``text`` is the quantity as sent (a JSON number's text or a string's content). ``"2000m"``,
-    ``"2e0"``, ``"2.0"`` are 2; ``"1k"`` is 1000. Values are rounded up to the nano, as Kubernetes
-    does; a value that is then not whole, negative or above :data:`MAX_COUNT` is refused.
-    """
-    text = text.strip()
-    if len(text) > _MAX_QUANTITY_TEXT:
-        return None, "longer than %d characters, not a count the API server holds" % _MAX_QUANTITY_TEXT
-    match = _QUANTITY_RE.match(text)
-    if not match or not (match.group(2) or match.group(3)):
-        return None, "not a quantity (the API server refuses it)"
-    sign, whole, fraction, exponent, suffix = match.groups()
-    try:
-        value = Decimal("%s%s.%s" % (sign, whole or "0", fraction or "0"))
-        if exponent is not None:
-            if abs(int(exponent)) > 100:
-                return None, "not a count the API server holds"
-            value = value.scaleb(int(exponent))
-        else:
-            value *= _SUFFIX[suffix]
-    except (InvalidOperation, ValueError):
-        return None, "not a quantity (the API server refuses it)"
-    if value < 0:
-        return None, "negative (the API server refuses it)"
-    value = value.quantize(_NANO, rounding=ROUND_CEILING) if value.as_tuple().exponent < -9 else value
-    if value != value.to_integral_value():
-        return None, "not a whole number (extended resources are requested in whole units)"
-    if value > MAX_COUNT:
-        return None, "larger than %d units (the API server cannot check it as a whole number)" % MAX_COUNT
-    return int(value), None
-
-
 # ---------------------------------------------------------------------------
 # two views of a document: objects as data, or nodes read as kubectl reads them
 
@@ -226,9 +193,10 @@ def _builtin(api_version):
 
 
 class _Walker:
-    def __init__(self, view, resources, budget=MAX_STEPS):
+    def __init__(self, view, resources, budget=MAX_STEPS, claim_limits=None):
         self.view = view
         self.resources = resources
+        self.claim_limits = claim_limits or {}
         self.found = []
         self.steps = 0
         self.budget = budget
@@ -270,6 +238,9 @@ class _Walker:
             return
         metadata = view.as_map(obj.get("metadata")) or {}
         name = view.as_text(metadata.get("name")) or view.as_text(metadata.get("generateName")) or ""
+        if kind in CLAIM_SPEC_PATHS and self.claim_limits:
+            self.check_claim(node, obj, where, kind, name)
+            return
         path = POD_SPEC_PATHS.get(kind)
         if path is None:
             if not _builtin(view.as_text(obj.get("apiVersion"))):
@@ -300,6 +271,76 @@ class _Walker:
             if any(field in current for field in CONTAINER_FIELDS):
                 self.check_pod_spec(node, current, path, kind, name)
             stack.extend((current[key], "%s.%s" % (path, key)) for key in reversed(list(current)) if key not in CONTAINER_FIELDS)
+
+    def check_claim(self, obj_node, obj, where, kind, name):
+        """Each request of a claim (or claim template) for a class of ``claim_limits``, counted in shares."""
+        view = self.view
+        current = obj
+        path = CLAIM_SPEC_PATHS[kind] + ("devices",)
+        for position, key in enumerate(path):
+            child = current.get(key)
+            if view.is_null(child):
+                return
+            current = self.mapping(child, where + ".".join(path[: position + 1]))
+        requests_node = current.get("requests")
+        if view.is_null(requests_node):
+            return
+        requests = view.as_list(requests_node)
+        if requests is None:
+            self.fail("%s%s.requests must be a list" % (where, ".".join(path)), requests_node)
+        for position, request_node in enumerate(requests):
+            self.step()
+            here = "%s%s.requests[%d]" % (where, ".".join(path), position)
+            request = self.mapping(request_node, here)
+            label = view.as_text(request.get("name")) or str(position)
+            exactly = request.get("exactly")
+            if not view.is_null(exactly):
+                self.check_device_request(obj_node, self.mapping(exactly, here + ".exactly"), here + ".exactly", kind, name, label)
+            alternatives = request.get("firstAvailable")
+            if view.is_null(alternatives):
+                continue
+            items = view.as_list(alternatives)
+            if items is None:
+                self.fail("%s.firstAvailable must be a list" % here, alternatives)
+            for index, item in enumerate(items):
+                self.step()
+                sub = self.mapping(item, "%s.firstAvailable[%d]" % (here, index))
+                self.check_device_request(obj_node, sub, "%s.firstAvailable[%d]" % (here, index), kind, name,
+                                          "%s/%s" % (label, view.as_text(sub.get("name")) or index))
+
+    def check_device_request(self, obj_node, request, where, kind, name, label):
+        view = self.view
+        device_class = view.as_text(request.get("deviceClassName"))
+        limits = self.claim_limits.get(device_class)
+        if limits is None:
+            return
+        if view.as_text(request.get("allocationMode")) == "All":
+            shares = ALL_DEVICES
+        else:
+            count_node = request.get("count")
+            count = 1
+            if not view.is_null(count_node):
+                count, shown, why = view.quantity(count_node)
+                if count is None:
+                    self.fail("%s.count is %s, %s" % (where, shown, why), count_node)
+            per_device = 1
+            asked = {}
+            capacity = request.get("capacity")
+            if not view.is_null(capacity):
+                asked_node = self.mapping(capacity, where + ".capacity").get("requests")
+                if not view.is_null(asked_node):
+                    asked = self.mapping(asked_node, where + ".capacity.requests")
+            for capacity_name, limit in limits.items():
+                if capacity_name not in asked:
+                    continue
+                units, shown, why = view.quantity(asked[capacity_name])
+                if units is None:
+                    self.fail("%s.capacity.requests[%s] is %s, %s" % (where, capacity_name, shown, why), asked[capacity_name])
+                per_device = max(per_device, -(-units // limit))
+            shares = count * per_device
+        self.found.append({"document": self.document, "kind": kind, "name": name, "container": "%s/%s" % (name, label),
+                           "resource": device_class, "count": shares, "field": "claim", "path": where,
+                           "object": obj_node if self.view is _ObjectView else None, "pod_spec": None})
 
     def check_pod_spec(self, obj_node, spec, spec_path, kind, name):
         view = self.view
@@ -384,24 +425,54 @@ def check_options(resources, max_per_container):
     return tuple(dict.fromkeys(str(item) for item in resources)), int(max_per_container)
 
 
+def check_claim_limits(claim_limits):
+    """Validate ``{device class: {capacity: quantity}}``; return it with each quantity in whole units, or raise ValueError.
+
+    A class with no capacity (``{}``) counts devices only.
+    """
+    if claim_limits is None:
+        return {}
+    if not isinstance(claim_limits, dict):
+        raise ValueError("claim_limits must map a device class to {capacity: quantity}, e.g. {'shared.gpu.nvidia.com': {'memory': '20Gi'}}")
+    result = {}
+    for device_class, limits in claim_limits.items():
+        if not isinstance(device_class, str) or not device_class:
+            raise ValueError("claim_limits: %r is not a device class name" % (device_class,))
+        if limits is None:
+            limits = {}
+        if not isinstance(limits, dict):
+            raise ValueError("claim_limits[%s] must map a capacity name to a quantity, e.g. {'memory': '20Gi'}" % device_class)
+        result[str(device_class)] = {}
+        for capacity, quantity in limits.items():
+            units, why = whole_units(str(quantity)) if isinstance(quantity, (str, int)) and not isinstance(quantity, bool) else (None, "not a quantity")
+            if units is None or units < 1:
+                raise ValueError("claim_limits[%s][%s]: %r is %s" % (device_class, capacity, quantity, why or "zero, not a limit"))
+            result[str(device_class)][str(capacity)] = units
+    return result
+
+
 def read_manifest(text_or_stream):
     """Manifest text (``str``, ``bytes`` or a readable stream) as ``str``, size and encoding checked."""
     return _yaml.read_text(text_or_stream)
 
 
-def container_requests(documents_or_text, resources=DEFAULT_RESOURCES):
+def container_requests(documents_or_text, resources=DEFAULT_RESOURCES, claim_limits=None):
     """Every container that names one of ``resources`` in its limits or requests, with its count.
 
     ``documents_or_text`` is YAML text (read as kubectl reads it), one object (``dict``) or a list of
     objects. Each entry is ``{"document": 0-based index, "kind", "name", "container", "resource",
     "count" (the larger of limit and request), "field" (containers, initContainers or
     ephemeralContainers), "path", "object", "pod_spec"}``; ``object`` and ``pod_spec`` are the
-    dicts when objects were given (None for YAML text). Raises :class:`ManifestError` for input that cannot be checked.
+    dicts when objects were given (None for YAML text). With ``claim_limits`` (see :func:`check_claim_limits`),
+    each claim request for one of its classes is an entry too: ``container`` is ``<claim>/<request>``, ``resource``
+    the device class, ``count`` the shares asked for (:data:`ALL_DEVICES` for ``allocationMode: All``), ``field``
+    ``claim``. Raises :class:`ManifestError` for input that cannot be checked.
     """
     resources, _max = check_options(resources, 0)
+    claim_limits = check_claim_limits(claim_limits)
     if isinstance(documents_or_text, (str, bytes, bytearray)) or hasattr(documents_or_text, "read"):
         text = _yaml.read_text(documents_or_text)
-        walker = _Walker(_NodeView, resources, budget=MAX_STEPS + len(text))
+        walker = _Walker(_NodeView, resources, budget=MAX_STEPS + len(text), claim_limits=claim_limits)
         for index, node in _yaml.kubectl_documents(text):
             walker.check_document(index, node)
         return walker.found
@@ -413,23 +484,25 @@ def container_requests(documents_or_text, resources=DEFAULT_RESOURCES):
         documents = []
     else:
         raise ManifestError("expected YAML text, an object or a list of objects, got %s" % type(documents_or_text).__name__)
-    walker = _Walker(_ObjectView, resources)
+    walker = _Walker(_ObjectView, resources, claim_limits=claim_limits)
     for index, document in enumerate(documents):
         walker.check_document(index, document)
     return walker.found
 
 
-def find_offenders(documents_or_text, resources=DEFAULT_RESOURCES, max_per_container=1):
+def find_offenders(documents_or_text, resources=DEFAULT_RESOURCES, max_per_container=1, claim_limits=None):
     """List every container that asks for more than ``max_per_container`` of one of ``resources``.
 
     Input as for :func:`container_requests`. Containers, initContainers and ephemeralContainers
     are checked, in both ``limits`` and ``requests`` (the larger counts). Each offender is
-    ``{"document": 0-based index, "kind", "name", "container", "resource", "count"}``.
-    Raises :class:`ManifestError` for unreadable or invalid input, ``ValueError`` for bad options.
+    ``{"document": 0-based index, "kind", "name", "container", "resource", "count"}``. With ``claim_limits``,
+    claim requests for a shared class that ask for more than ``max_per_container`` shares are offenders too
+    (``container`` is ``<claim>/<request>``). Raises :class:`ManifestError` for unreadable or invalid input,
+    ``ValueError`` for bad options.
     """
     resources, max_per_container = check_options(resources, max_per_container)
     return [
         {key: item[key] for key in ("document", "kind", "name", "container", "resource", "count")}
-        for item in container_requests(documents_or_text, resources)
-        if item["count"] > max_per_container
+        for item in container_requests(documents_or_text, resources, claim_limits)
+        if item["count"] == ALL_DEVICES or item["count"] > max_per_container
     ]

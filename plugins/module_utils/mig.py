@@ -23,6 +23,7 @@ __all__ = [
     "canonical_product",
     "max_instances",
     "mig_resources",
+    "partition_geometry",
     "products",
     "profiles",
     "resource_name",
@@ -72,6 +73,7 @@ _ALIASES = {
     "H100-80GB-HBM3": "H100-80GB",
 }
 _PROFILE_RE = re.compile(r"^[1-9][0-9]*g\.[1-9][0-9]*gb(\+me)?$")
+_SIZES_RE = re.compile(r"^([1-9][0-9]*)g\.([1-9][0-9]*)gb")
 
 
 class MigError(InputError):
@@ -180,3 +182,36 @@ def mig_resources(product, profile, gpus, count_per_gpu=None, where=None):
     if not _is_int(gpus) or gpus < 0:
         raise MigError(_path(where, "gpus"), "must be a non-negative integer number of MIG-enabled GPUs, got %s" % _show(gpus), "give the GPU count, e.g. 1")
     return {resource_name(profile, where): gpus * count}
+
+
+def partition_geometry(product, where=None):
+    """One GPU of ``product`` as the slices its MIG profiles share, derived from the geometry table.
+
+    Returns ``{"compute_slices": n, "memory_slices": m, "profiles": {profile: {"compute": c, "memory":
+    k, "placements": (start, ...), "max": n, "memory_mib": MiB or None}}}`` in table order:
+
+    - a profile ``<c>g.<size>gb`` takes ``c`` compute slices; the GPU has as many as its largest profile;
+    - it takes ``size / smallest size`` memory slices (rounded: 141 GB over 18 GB slices is 8), the GPU
+      as many as its largest profile;
+    - its instances start on a multiple of its memory slices, the first ``max`` such starts (the table's
+      instance count): 1g.10gb at 0..6, 2g.20gb at 0, 2 and 4, 3g.40gb at 0 and 4, 7g.80gb at 0, as
+      ``nvidia-smi mig -lgipp`` lists them on an A100.
+
+    A DRA driver publishes these as counters shared by every profile's devices, so the scheduler never
+    over-commits the GPU: the table's counts and nothing beyond follow from the counters alone.
+    """
+    table = _table(product, where)
+    sizes = {}
+    for name, _count, _memory in table:
+        match = _SIZES_RE.match(name)
+        sizes[name] = (int(match.group(1)), int(match.group(2)))
+    smallest = min(memory for _compute, memory in sizes.values())
+    compute_slices = max(compute for compute, _memory in sizes.values())
+    memory_slices = max(int(round(memory / float(smallest))) for _compute, memory in sizes.values())
+    result = {}
+    for name, count, memory_mib in table:
+        compute, memory = sizes[name]
+        size = int(round(memory / float(smallest)))
+        starts = tuple(range(0, memory_slices - size + 1, size))[:count]
+        result[name] = {"compute": compute, "memory": size, "placements": starts, "max": count, "memory_mib": memory_mib}
+    return {"compute_slices": compute_slices, "memory_slices": memory_slices, "profiles": result}

@@ -22,6 +22,7 @@ description:
     the kubeconfig's path is shown, never masked.
   - Only reads; never changes anything.
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - gpushare.k8s.k8s_auth
   - gpushare.k8s.attributes
   - gpushare.k8s.attributes.info_module

@@ -29,6 +29,7 @@ description:
   - The same check runs as a script (C(check-request <manifest>)), see the C(check_request) module utility.
 requirements:
   - PyYAML (on the managed host)
+  - kubernetes (Python library, on the managed host; only its quantity parser is loaded)
 extends_documentation_fragment:
   - gpushare.k8s.attributes
   - gpushare.k8s.attributes.idempotent
@@ -66,6 +67,16 @@ options:
       - The most units of each resource one container may ask for.
     type: int
     default: 1
+  claim_limits:
+    description:
+      - "Shared device classes whose ResourceClaim and ResourceClaimTemplate requests are checked too, as
+        C({class: {capacity: quantity}}): a request is counted in shares, C(count) devices times the shares its
+        C(capacity.requests) take (a request of twice the quantity is two shares; C(allocationMode: All) asks for every
+        share), and one asking for more than O(max_per_container) shares is an offender, reported with the container
+        C(<claim>/<request>)."
+      - "The DRA lab's shared class is C({shared.gpu.nvidia.com: {memory: <one share>}}) (filter P(gpushare.k8s.dra_share_limits#filter))."
+    type: dict
+    default: {}
   fail_on_offenders:
     description:
       - Fail when a container asks for more than O(max_per_container).
@@ -142,8 +153,10 @@ offenders:
       type: str
       sample: nvidia.com/gpu
     count:
-      description: Units asked for (the larger of the limit and the request).
-      type: int
+      description:
+        - Units asked for (the larger of the limit and the request); for a claim request, the shares it asks for
+          (V(all) for C(allocationMode=All)).
+      type: raw
       sample: 2
 """
 
@@ -156,6 +169,7 @@ try:
     from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_requests import find_offenders
     from ansible_collections.gpushare.k8s.plugins.module_utils.manifest_yaml import MAX_INPUT_BYTES, ManifestError
     from ansible_collections.gpushare.k8s.plugins.module_utils.preflight import manifest_fix
+    from ansible_collections.gpushare.k8s.plugins.module_utils.quantity import HAS_PARSER, PARSER_IMPORT_ERROR
 except ImportError:  # PyYAML missing on the managed host
     HAS_YAML = False
     YAML_IMPORT_ERROR = traceback.format_exc()
@@ -165,7 +179,7 @@ else:
 
 
 def _describe(offender):
-    return "%s/%s container %s asks for %d %s" % (
+    return "%s/%s container %s asks for %s %s" % (
         offender["kind"],
         offender["name"] or "(unnamed)",
         offender["container"],
@@ -200,6 +214,7 @@ def main():
             definition=dict(type="raw"),
             resources=dict(type="list", elements="str", default=["nvidia.com/gpu"]),
             max_per_container=dict(type="int", default=1),
+            claim_limits=dict(type="dict", default={}),
             fail_on_offenders=dict(type="bool", default=True),
         ),
         mutually_exclusive=[("path", "content", "definition")],
@@ -208,9 +223,12 @@ def main():
     )
     if not HAS_YAML:
         module.fail_json(msg=missing_required_lib("PyYAML"), exception=YAML_IMPORT_ERROR, offenders=[])
+    if not HAS_PARSER:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=PARSER_IMPORT_ERROR, offenders=[])
     data = _source(module)
     try:
-        offenders = find_offenders(data, resources=module.params["resources"], max_per_container=module.params["max_per_container"])
+        offenders = find_offenders(data, resources=module.params["resources"], max_per_container=module.params["max_per_container"],
+                                   claim_limits=module.params["claim_limits"])
     except ManifestError as exc:
         fix = "" if "Fix:" in exc.problem else " " + manifest_fix(exc.problem)
         module.fail_json(msg="Cannot check the manifest: %s.%s" % (to_native(exc), fix), offenders=[])

@@ -27,6 +27,7 @@ description:
     (anti-)affinity, topology spread and what other Pods already use are not considered.
   - Only reads; never changes anything. Write the result to a file yourself if you want one.
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - gpushare.k8s.k8s_auth
   - gpushare.k8s.attributes
   - gpushare.k8s.attributes.info_module

@@ -22,6 +22,7 @@ description:
     is C(BestEffort)), so it is listed but not counted as coverage.
   - Only reads; never changes anything.
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - gpushare.k8s.k8s_auth
   - gpushare.k8s.attributes
   - gpushare.k8s.attributes.info_module

@@ -92,3 +92,15 @@ def test_extra_components_are_appended_as_data():
               "envs": [{"name": "ON", "value": "on"}]}]
     config = yaml.safe_load(render("kwokctl.yaml.j2", lab_cluster_bins=bins("/opt/bin"), lab_cluster_extra_components=extra))
     assert config["components"] == extra
+
+
+def test_nodes_get_their_labels_and_taints_and_others_none():
+    taint = {"key": "gpushare.k8s/gpu-manager", "value": "dra", "effect": "NoSchedule"}
+    docs = [doc for doc in yaml.safe_load_all(render(
+        "nodes.yaml.j2", lab_cluster_nodes=["lab-node-0", "dra-node-0"],
+        lab_cluster_node_labels={"dra-node-0": {"gpushare.k8s/gpu-manager": "dra"}},
+        lab_cluster_node_taints={"dra-node-0": [taint]})) if doc]
+    lab, dra = docs
+    assert lab["spec"] == {} and "gpushare.k8s/gpu-manager" not in lab["metadata"]["labels"]
+    assert dra["spec"] == {"taints": [taint]}
+    assert dra["metadata"]["labels"]["gpushare.k8s/gpu-manager"] == "dra" and dra["metadata"]["labels"]["type"] == "kwok"
