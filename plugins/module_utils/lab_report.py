@@ -76,8 +76,9 @@ def lab_summary(nodes, pods=(), files=(), lab_root="", kubeconfig=None, context=
     """The summary's lines (see the module's docstring).
 
     ``nodes`` and ``pods`` are API objects; ``node_names`` limits the nodes shown (all when ``None``); ``files`` are
-    paths, shown relative to ``lab_root`` grouped by folder (a folder's list wraps at ``width`` characters); ``kubeconfig`` is the path to export (nothing is said for
-    a kubeconfig given as a dict) and ``context`` its context, when not the current one. ``labels`` are the label
+    paths, shown relative to ``lab_root`` grouped by folder (a folder's list wraps at ``width`` characters);
+    ``kubeconfig`` is the path to export (nothing is said for a kubeconfig given as a dict) and ``context`` its
+    context, when not the current one. ``labels`` are the label
     keys shown (``prefix`` is left out of their names, and picks the advertised resources).
     """
     wanted = None if node_names is None else set(node_names)

@@ -95,17 +95,17 @@ def test_a_slow_build_shows_a_line_with_the_time_so_far_while_it_runs(tmp_path):
     lines = []
     for line in proc.stdout:
         lines.append((time.monotonic(), line.rstrip("\n")))
-    assert proc.wait(timeout=120) == 0, "\n".join(text for _, text in lines[-60:])
+    assert proc.wait(timeout=120) == 0, "\n".join(text for _at, text in lines[-60:])
     beats = [(at, HEARTBEAT.search(text)) for at, text in lines if HEARTBEAT.search(text)]
-    assert len(beats) >= 4, "\n".join(text for _, text in lines)
-    assert {match.group(1) for _, match in beats} == {"kwok v0.8.0"}
-    seconds = [int(match.group(2)) * 60 + int(match.group(3)) for _, match in beats]
+    assert len(beats) >= 4, "\n".join(text for _at, text in lines)
+    assert {match.group(1) for _at, match in beats} == {"kwok v0.8.0"}
+    seconds = [int(match.group(2)) * 60 + int(match.group(3)) for _at, match in beats]
     assert seconds == sorted(seconds) and seconds[-1] >= 9, seconds
     assert "downloading and compiling kwok and kwokctl" in beats[1][1].group(4)
     assert beats[-1][1].group(4) == "done"
-    gaps = [later - earlier for (earlier, _), (later, _) in zip(beats, beats[1:])]
-    assert max(gaps) < 2 + 8, gaps
-    output = " ".join(" ".join(text for _, text in lines).split())
+    gaps = [later - earlier for (earlier, _first), (later, _second) in zip(beats, beats[1:])]
+    assert max(gaps) < 30, gaps  # the promise: a line at least every 30 s (here every 2 s, on any load)
+    output = " ".join(" ".join(text for _at, text in lines).split())
     log = cache / "logs" / "kwok-v0.8.0.log"
     assert f"Go's full output in {log}" in output
     assert re.search(rf"kwok v0\.8\.0: installed in {re.escape(str(cache))}/kwok-v0\.8\.0 in 0m\d\ds \(\S+\); Go output in {re.escape(str(log))}", output)
