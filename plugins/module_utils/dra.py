@@ -557,4 +557,3 @@ def quantity_ratio(requested, limit):
     if parsed_requested is None or parsed_limit is None or parsed_limit <= 0 or parsed_requested < 0:
         return None
     return int((parsed_requested / parsed_limit).to_integral_value(rounding=ROUND_CEILING)) if parsed_requested else 0
-
