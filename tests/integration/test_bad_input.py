@@ -115,7 +115,9 @@ CASES = {
     "node-gpus-four": lab(nodes(0, gpus="four"), "lab-node-0.gpus: must be a non-negative integer, got 'four'. Fix: give the node's "
                                                  "physical GPU count"),
     "missing-node": lab({"gpushare_nodes": NODES + [{"name": "lab-node-9", "gpus": 2, "config": "default"}]},
-                        "gpushare_nodes: node lab-node-9 does not exist in the cluster (it has lab-node-0, lab-node-1, lab-node-2). "
+                        # The cluster also has the DRA track's nodes (inventory/group_vars/all/dra.yml), created beside the lab's.
+                        "gpushare_nodes: node lab-node-9 does not exist in the cluster (it has dra-node-0, dra-node-1, dra-node-2, "
+                        "lab-node-0, lab-node-1, lab-node-2). "
                         "Fix: create it"),
     "node-config-undefined": lab(nodes(1, config="sharde"),
                                  "lab-node-1.config: names config 'sharde', which is not among the device-plugin configs (default, mps, "
