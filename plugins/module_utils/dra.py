@@ -35,7 +35,6 @@ import re
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from decimal import ROUND_CEILING
 
 try:
     from kubernetes import client as k8s_client
@@ -549,12 +548,3 @@ def apply_resource_slices(api, nodes, driver=DRIVER, state="present", prune=Fals
         raise DraWriteError("cannot write the ResourceSlices of %s: %s" % (
             ", ".join(result["name"] for result in failed), "; ".join("%s: %s" % (r["name"], r["error"]) for r in failed[:3])), results)
     return results
-
-
-def quantity_ratio(requested, limit):
-    """How many ``limit``-sized shares ``requested`` takes (rounded up); ``None`` when either is not a quantity."""
-    parsed_requested, parsed_limit = parse_quantity(requested), parse_quantity(limit)
-    if parsed_requested is None or parsed_limit is None or parsed_limit <= 0 or parsed_requested < 0:
-        return None
-    return int((parsed_requested / parsed_limit).to_integral_value(rounding=ROUND_CEILING)) if parsed_requested else 0
-

@@ -342,7 +342,8 @@ def placement_report(nodes, pods, claims, slices, driver=_dra.DRIVER):
     pending = [pod for pod in pods if not (pod.get("spec") or {}).get("nodeName")]
     for pod in sorted(pending, key=_name):
         condition = _scheduled(pod)
-        lines.append("Pending %s/%s: %s" % (pod["metadata"].get("namespace"), _name(pod), condition.get("message") or condition.get("reason") or "not scheduled yet"))
+        why = condition.get("message") or condition.get("reason") or "not scheduled yet"
+        lines.append("Pending %s/%s: %s" % (pod["metadata"].get("namespace"), _name(pod), why))
     return "\n".join(lines) + "\n"
 
 

@@ -270,9 +270,9 @@ def test_the_report_names_who_holds_each_device(lab):
 
 
 def test_the_request_check_and_the_scheduler_refuse_a_claim_for_two_shares(lab, tmp_path):
+    two_shares = {"deviceClassName": "shared.gpu.nvidia.com", "capacity": {"requests": {"memory": "40Gi"}}}
     claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "two-shares", "namespace": NS},
-             "spec": {"devices": {"requests": [{"name": "share", "exactly": {"deviceClassName": "shared.gpu.nvidia.com",
-                                                                               "capacity": {"requests": {"memory": "40Gi"}}}}]}}}
+             "spec": {"devices": {"requests": [{"name": "share", "exactly": two_shares}]}}}
     manifest = tmp_path / "two-shares.yaml"
     manifest.write_text(yaml.safe_dump(claim))
     check = subprocess.run([str(lab["root"] / "bin" / "check-request.sh"), str(manifest)], capture_output=True, text=True, check=False)

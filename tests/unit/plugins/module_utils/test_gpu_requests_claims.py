@@ -47,8 +47,9 @@ def test_more_than_one_share_is_reported_like_two_slices():
     docs = [
         claim("ok", exactly("share")),
         claim("two", exactly("share", capacity={"requests": {"memory": "40Gi"}})),
-        claim("fallback", {"name": "gpu", "firstAvailable": [{"name": "mig", "deviceClassName": "mig.nvidia.com", "count": 5},
-                                                              {"name": "shared", "deviceClassName": SHARED, "count": 2}]}, template=True),
+        claim("fallback", {"name": "gpu", "firstAvailable": [
+            {"name": "mig", "deviceClassName": "mig.nvidia.com", "count": 5},
+            {"name": "shared", "deviceClassName": SHARED, "count": 2}]}, template=True),
         claim("whole", exactly("gpu", "gpu.nvidia.com", count=2)),
         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
          "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 2}}}]}},
