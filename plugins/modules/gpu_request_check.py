@@ -73,7 +73,7 @@ options:
         C(capacity.requests) take (a request of twice the quantity is two shares; C(allocationMode: All) asks for every
         share), and one asking for more than O(max_per_container) shares is an offender, reported with the container
         C(<claim>/<request>)."
-      - The DRA lab's shared class is C({shared.gpu.nvidia.com: {memory: <one share>}}) (filter P(gpushare.k8s.dra_share_limits#filter)).
+      - "The DRA lab's shared class is C({shared.gpu.nvidia.com: {memory: <one share>}}) (filter P(gpushare.k8s.dra_share_limits#filter))."
     type: dict
     default: {}
   fail_on_offenders:
@@ -154,7 +154,7 @@ offenders:
     count:
       description:
         - Units asked for (the larger of the limit and the request); for a claim request, the shares it asks for
-          (V(all) for C(allocationMode: All)).
+          (V(all) for C(allocationMode=All)).
       type: raw
       sample: 2
 """
