@@ -27,7 +27,7 @@ help:
 setup: venv link
 
 venv: $(VENV)/.installed
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt meta/ee-requirements.txt
 	@echo "[setup] creating $(VENV) from requirements.txt"
 	@test -x $(VENV)/bin/python || python3 -m venv $(VENV)
 	@$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt

@@ -27,11 +27,20 @@ def kwokctl_mismatches(asked, documents, server_version=None):
     return _control_plane.kwokctl_mismatches(asked, documents, server_version)
 
 
+def build_progress(started, component, version, now, log_text="", finished=False, rc=None):
+    """The line shown while a control-plane component builds: component, elapsed time since ``started``, step."""
+    try:
+        return _control_plane.build_progress(component, version, started, now, log_text, finished, rc)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("build_progress: %s" % exc) from None
+
+
 class FilterModule:
     """gpushare.k8s control-plane filters."""
 
     def filters(self):
         return {
+            "build_progress": build_progress,
             "stale_lease_errors": stale_lease_errors,
             "kwokctl_mismatches": kwokctl_mismatches,
         }

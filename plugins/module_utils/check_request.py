@@ -4,7 +4,8 @@
 
 """The request check's command line, ``check-request <pod-manifest>`` (the lab's ``bin/check-request.sh``).
 
-Runs on its own next to :mod:`manifest_yaml` and :mod:`gpu_requests` (no Ansible, no other import)::
+Runs on its own next to :mod:`manifest_yaml`, :mod:`gpu_requests` and :mod:`quantity` (no Ansible; PyYAML and
+the kubernetes package's quantity parser)::
 
     python3 check_request.py <pod-manifest> [--resource NAME]... [--max N] [--claim-limit CLASS[:CAPACITY=QUANTITY]]...
 
@@ -28,9 +29,11 @@ import sys
 
 try:
     from .gpu_requests import DEFAULT_RESOURCES, ManifestError, check_claim_limits, check_options, find_offenders, read_manifest
-except ImportError:  # run as a script next to gpu_requests.py and manifest_yaml.py (bin/check-request.sh)
+    from .quantity import HAS_PARSER, PARSER_IMPORT_ERROR
+except ImportError:  # run as a script next to gpu_requests.py, manifest_yaml.py and quantity.py (bin/check-request.sh)
     from gpu_requests import (  # type: ignore[no-redef]
         DEFAULT_RESOURCES, ManifestError, check_claim_limits, check_options, find_offenders, read_manifest)
+    from quantity import HAS_PARSER, PARSER_IMPORT_ERROR  # type: ignore[no-redef]
 
 
 __all__ = ["main"]
@@ -101,6 +104,10 @@ def main(argv=None):
     try:
         args = parser.parse_args(argv)
     except _Exit:
+        return EXIT_ERROR
+    if not HAS_PARSER:
+        _say(sys.stderr, "check-request: counts are read by the kubernetes package's quantity parser, which %s cannot import (%s); "
+             "install kubernetes (pip install kubernetes), nothing was checked" % (sys.executable, PARSER_IMPORT_ERROR.strip().splitlines()[-1]))
         return EXIT_ERROR
     try:
         resources, max_per_container = check_options(args.resources or DEFAULT_RESOURCES, args.max_per_container)

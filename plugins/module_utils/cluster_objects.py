@@ -36,6 +36,11 @@ else:
     HAS_KUBERNETES = True
     KUBERNETES_IMPORT_ERROR = None
 
+try:
+    from .k8s_auth import is_timeout
+except ImportError:  # loaded as a plain module, next to k8s_auth.py
+    from k8s_auth import is_timeout  # type: ignore[no-redef]
+
 
 __all__ = ["ApiCallError", "ClusterReadError", "LISTABLE_KINDS", "ObjectLister", "call_json", "list_pages"]
 
@@ -108,9 +113,7 @@ def _api_client(method):
 
 def _is_timeout(exc):
     reason = getattr(exc, "reason", None)  # urllib3's MaxRetryError wraps the last attempt's error
-    # urllib3 files a refused connection (NewConnectionError) under ConnectTimeoutError too.
-    return any(isinstance(e, (urllib3.exceptions.TimeoutError, TimeoutError)) and not isinstance(e, urllib3.exceptions.NewConnectionError)
-               for e in (exc, reason))
+    return any(is_timeout(e) for e in (exc, reason))
 
 
 def _unreachable(method, exc, timeout, error):

@@ -12,13 +12,17 @@ pause longer than the renew deadline both exit ("leaderelection lost") and nothi
 ``kwokctl_mismatches`` compares what a running kwokctl cluster was created with (the
 ``KwokctlConfiguration`` kwokctl keeps in ``<home>/clusters/<name>/kwok.yaml``) and what the server
 reports (``/version``) with what is asked.
+
+``build_progress`` is the line shown while a control-plane component builds (every few seconds, so a cold
+build of several minutes is never silent): the component, the time since the build started and its step,
+read from the build log that ``roles/lab_cluster/files/build-binaries.sh`` writes.
 """
 
 from __future__ import annotations
 
 import datetime
 
-__all__ = ["lease_errors", "kwokctl_mismatches", "parse_time"]
+__all__ = ["build_progress", "format_duration", "lease_errors", "kwokctl_mismatches", "parse_time"]
 
 
 def parse_time(value):
@@ -113,3 +117,32 @@ def kwokctl_mismatches(asked, documents, server_version=None):
     if missing:
         found.append("components: %s not running (the cluster was created without them)" % ", ".join(missing))
     return found
+
+
+def format_duration(seconds):
+    """``seconds`` as ``<m>m<ss>s`` (``7m33s``), the way the build script prints elapsed time."""
+    seconds = max(0, int(seconds))
+    return "%dm%02ds" % (seconds // 60, seconds % 60)
+
+
+def _last_step(log_text, component, version):
+    prefix = "[build %s %s] " % (component, version)
+    for line in reversed(str(log_text or "").splitlines()):
+        if line.startswith(prefix):
+            return line[len(prefix):].strip()
+    return None
+
+
+def build_progress(component, version, started, now, log_text="", finished=False, rc=None):
+    """One line on a running build: ``"<component> <version>: <elapsed>, <step>"``.
+
+    ``started`` and ``now`` are datetimes or RFC 3339 strings; ``log_text`` the build log so far (its last
+    ``[build <component> <version>]`` line is the step; ``starting`` before there is one). A ``finished``
+    build says ``done`` (``rc`` 0) or ``failed (exit <rc>)`` instead of its step.
+    """
+    elapsed = format_duration((parse_time(now) - parse_time(started)).total_seconds())
+    if finished:
+        state = "done" if rc in (0, "0") else "failed (exit %s)" % ("?" if rc is None else rc)
+    else:
+        state = _last_step(log_text, component, version) or "starting"
+    return "%s %s: %s, %s" % (component, version, elapsed, state)

@@ -27,23 +27,23 @@ is counted in shares, ``count`` devices times the shares its ``capacity.requests
 the class's limit is two shares); ``allocationMode: All`` asks for every share there is. A request for
 more shares than allowed is reported like a container asking for 2 slices of a time-sliced GPU.
 
-Counts are read as the API server reads quantities: ``2``, ``"2"``, ``2000m``, ``2e0`` are 2,
-``1k`` is 1000; a quantity that is not a whole number (``1500m``), negative, too large or not a
-quantity at all is an error, never a count.
+Counts are read as the API server reads quantities (:func:`quantity.whole_units`): ``2``, ``"2"``,
+``2000m``, ``2e0`` are 2, ``1k`` is 1000; a quantity that is not a whole number (``1500m``), negative,
+too large or not a quantity at all is an error, never a count.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
 try:
     from . import manifest_yaml as _yaml
     from .manifest_yaml import ManifestError
-except ImportError:  # loaded as a plain module, next to manifest_yaml.py (bin/check-request.sh)
+    from .quantity import MAX_COUNT, whole_units
+except ImportError:  # loaded as a plain module, next to manifest_yaml.py and quantity.py (bin/check-request.sh)
     import manifest_yaml as _yaml  # type: ignore[no-redef]
     from manifest_yaml import ManifestError  # type: ignore[no-redef]
+    from quantity import MAX_COUNT, whole_units  # type: ignore[no-redef]
 
 
 __all__ = [
@@ -88,53 +88,6 @@ _SKIPPED_FIELDS = frozenset(("apiVersion", "kind", "metadata", "status"))
 
 MAX_LIST_DEPTH = 10
 MAX_STEPS = 500000
-# The largest count the API server holds exactly: it checks whole units on the milli-value, an int64.
-MAX_COUNT = (2**63 - 1) // 1000
-
-_QUANTITY_RE = re.compile(r"^([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?$")
-_SUFFIX = {
-    None: Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
-    "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12, "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
-}
-_NANO = Decimal("1e-9")
-_MAX_QUANTITY_TEXT = 64
-
-
-def whole_units(text):
-    """Read a quantity as the API server does for an extended resource: ``(count, None)`` or ``(None, why not)``.
-
-    ``text`` is the quantity as sent (a JSON number's text or a string's content). ``"2000m"``,
-    ``"2e0"``, ``"2.0"`` are 2; ``"1k"`` is 1000. Values are rounded up to the nano, as Kubernetes
-    does; a value that is then not whole, negative or above :data:`MAX_COUNT` is refused.
-    """
-    text = text.strip()
-    if len(text) > _MAX_QUANTITY_TEXT:
-        return None, "longer than %d characters, not a count the API server holds" % _MAX_QUANTITY_TEXT
-    match = _QUANTITY_RE.match(text)
-    if not match or not (match.group(2) or match.group(3)):
-        return None, "not a quantity (the API server refuses it)"
-    sign, whole, fraction, exponent, suffix = match.groups()
-    try:
-        value = Decimal("%s%s.%s" % (sign, whole or "0", fraction or "0"))
-        if exponent is not None:
-            if abs(int(exponent)) > 100:
-                return None, "not a count the API server holds"
-            value = value.scaleb(int(exponent))
-        else:
-            value *= _SUFFIX[suffix]
-    except (InvalidOperation, ValueError):
-        return None, "not a quantity (the API server refuses it)"
-    if value < 0:
-        return None, "negative (the API server refuses it)"
-    value = value.quantize(_NANO, rounding=ROUND_CEILING) if value.as_tuple().exponent < -9 else value
-    if value != value.to_integral_value():
-        return None, "not a whole number (extended resources are requested in whole units)"
-    if value > MAX_COUNT:
-        return None, "larger than %d units (the API server cannot check it as a whole number)" % MAX_COUNT
-    return int(value), None
-
-
 # ---------------------------------------------------------------------------
 # two views of a document: objects as data, or nodes read as kubectl reads them
 

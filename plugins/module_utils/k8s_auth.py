@@ -2,12 +2,13 @@
 # Copyright: (c) 2025, gpushare.k8s maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""Build a ``kubernetes.client.ApiClient`` from kubernetes.core-style auth options.
+"""Build a ``kubernetes.client.ApiClient`` from kubernetes.core's auth options.
 
-The option names, their aliases and the ``K8S_AUTH_*`` environment variables are
-the ones kubernetes.core documents, so one ``module_defaults`` block configures
-both collections. This file imports nothing from Ansible: modules pass their
-``params`` in, tests call it directly.
+The options are kubernetes.core's own: its ``AUTH_ARG_SPEC`` (all 16 options, with their
+aliases) is imported, not copied, and the ``K8S_AUTH_*`` environment variables are derived
+from its ``AUTH_ARG_MAP``, so one ``module_defaults`` block configures both collections.
+The collection adds ``request_timeout``. This file imports nothing from Ansible: modules
+pass their ``params`` in, tests call it directly.
 
 Precedence, as in kubernetes.core:
 
@@ -20,9 +21,14 @@ Precedence, as in kubernetes.core:
    (``$KUBECONFIG`` or ``~/.kube/config``);
 5. explicit options override what the kubeconfig said.
 
-``request_timeout`` (not a kubernetes.core option: its 6.2.0 modules have none) bounds
+``request_timeout`` (not a kubernetes.core option: its 6.x modules have none) bounds
 every request made through the client ``build_api_client`` returns: an API server that
 stops answering fails the call after that many seconds instead of hanging the task.
+
+Transient failures are retried below every caller by urllib3's own ``Retry``
+(:func:`api_retry`): connections that could not be opened, and reads (and merge patches)
+answered 429 or 5xx or cut mid-way, with exponential backoff and ``Retry-After``; a request
+that timed out is never retried.
 """
 
 from __future__ import annotations
@@ -31,6 +37,12 @@ import copy
 import math
 import os
 import traceback
+
+from ansible_collections.kubernetes.core.plugins.module_utils.args_common import (
+    AUTH_ARG_MAP as CORE_AUTH_ARG_MAP,
+    AUTH_ARG_SPEC as CORE_AUTH_ARG_SPEC,
+    AUTH_PROXY_HEADERS_SPEC,
+)
 
 try:
     import urllib3
@@ -49,43 +61,40 @@ else:
     KUBERNETES_IMPORT_ERROR = None
 
 
-# Argument spec shared by every module of the collection (merge it into the
-# module's own spec). Kept in step with plugins/doc_fragments/k8s_auth.py.
-AUTH_ARG_SPEC = {
-    "kubeconfig": {"type": "raw", "no_log": True},
-    "context": {"type": "str"},
-    "host": {"type": "str"},
-    "api_key": {"type": "str", "no_log": True},
-    "username": {"type": "str"},
-    "password": {"type": "str", "no_log": True},
-    "validate_certs": {"type": "bool", "aliases": ["verify_ssl"]},
-    "ca_cert": {"type": "path", "aliases": ["ssl_ca_cert"]},
-    "client_cert": {"type": "path", "aliases": ["cert_file"]},
-    "client_key": {"type": "path", "aliases": ["key_file"]},
-    "proxy": {"type": "str"},
+# The collection's own connection options, documented in plugins/doc_fragments/k8s_auth.py.
+OWN_ARG_SPEC = {
     "request_timeout": {"type": "float", "default": 30},
 }
 
+# Argument spec shared by every module of the collection that talks to the API server (merge it
+# into the module's own spec): kubernetes.core's options (doc fragment kubernetes.core.k8s_auth_options)
+# plus ours (doc fragment gpushare.k8s.k8s_auth).
+AUTH_ARG_SPEC = dict(copy.deepcopy(CORE_AUTH_ARG_SPEC), **copy.deepcopy(OWN_ARG_SPEC))
+# kubeconfig is not no_log here: a path is no secret, and masking it turned every message naming the file into
+# "********". A kubeconfig given as a dict holds credentials: modules call hide_kubeconfig_credentials.
+AUTH_ARG_SPEC["kubeconfig"]["no_log"] = False
+
 AUTH_OPTIONS = tuple(AUTH_ARG_SPEC)
 
-# Environment fallbacks, first match wins. The second name of a pair is the
-# kubernetes client's own spelling, which kubernetes.core accepts as well.
-AUTH_ENV_VARS = {
-    "kubeconfig": ("K8S_AUTH_KUBECONFIG",),
-    "context": ("K8S_AUTH_CONTEXT",),
-    "host": ("K8S_AUTH_HOST",),
-    "api_key": ("K8S_AUTH_API_KEY",),
-    "username": ("K8S_AUTH_USERNAME",),
-    "password": ("K8S_AUTH_PASSWORD",),
-    "validate_certs": ("K8S_AUTH_VALIDATE_CERTS", "K8S_AUTH_VERIFY_SSL"),
-    "ca_cert": ("K8S_AUTH_CA_CERT", "K8S_AUTH_SSL_CA_CERT"),
-    "client_cert": ("K8S_AUTH_CLIENT_CERT", "K8S_AUTH_CERT_FILE"),
-    "client_key": ("K8S_AUTH_CLIENT_KEY", "K8S_AUTH_KEY_FILE"),
-    "proxy": ("K8S_AUTH_PROXY",),
-    "request_timeout": (),
-}
 
-_FALSE_STRINGS = ("0", "false", "no", "off", "n", "f")
+def _env_vars(option):
+    """kubernetes.core's environment names for ``option``: K8S_AUTH_<OPTION>, then K8S_AUTH_<CLIENT NAME>."""
+    if option in OWN_ARG_SPEC:
+        return ()
+    if option == "proxy_headers":
+        return tuple("K8S_AUTH_PROXY_HEADERS_{0}".format(key.upper()) for key in AUTH_PROXY_HEADERS_SPEC)
+    names = ["K8S_AUTH_{0}".format(option.upper())]
+    names.extend("K8S_AUTH_{0}".format(name.upper()) for name, arg in CORE_AUTH_ARG_MAP.items() if arg == option)
+    return tuple(dict.fromkeys(names))
+
+
+# Environment fallbacks, first match wins.
+AUTH_ENV_VARS = {option: _env_vars(option) for option in AUTH_OPTIONS}
+
+# kubernetes.core reads every other string in a boolean variable as true.
+_FALSE_STRINGS = ("0", "false", "no")
+_BOOL_OPTIONS = tuple(option for option, spec in CORE_AUTH_ARG_SPEC.items() if spec.get("type") == "bool")
+_LIST_OPTIONS = tuple(option for option, spec in CORE_AUTH_ARG_SPEC.items() if spec.get("type") == "list")
 _PATH_OPTIONS = ("ca_cert", "client_cert", "client_key")
 
 # Seconds one request may take when the task gives no request_timeout.
@@ -94,13 +103,65 @@ DEFAULT_REQUEST_TIMEOUT = AUTH_ARG_SPEC["request_timeout"]["default"]
 # Smallest pool worth keeping: a LIST and a few PATCHes in flight.
 MIN_POOL_SIZE = 4
 
+IMPERSONATE_USER_HEADER = "Impersonate-User"
+IMPERSONATE_GROUP_HEADER = "Impersonate-Group"
+
 
 class K8sAuthError(Exception):
     """The auth options cannot produce a working client configuration."""
 
 
+def kubeconfig_credentials(kubeconfig):
+    """The strings to keep out of output from a kubeconfig given as a dict: every value under ``users[].user``.
+
+    That is where a kubeconfig holds tokens, passwords, client keys and certificates, and ``exec`` and
+    ``auth-provider`` settings. A path (or anything but a dict) holds none.
+    """
+    found = set()
+
+    def walk(value):
+        if isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                walk(item)
+        elif isinstance(value, str) and value:
+            found.add(value)
+
+    if isinstance(kubeconfig, dict):
+        for entry in kubeconfig.get("users") or []:
+            if isinstance(entry, dict):
+                walk(entry.get("user"))
+    return found
+
+
+def hide_kubeconfig_credentials(module):
+    """Mask the credentials of a dict ``kubeconfig`` option in everything ``module`` returns (an ``AnsibleModule``)."""
+    module.no_log_values.update(kubeconfig_credentials(module.params.get("kubeconfig")))
+
+
 def _env_bool(value):
     return value.strip().lower() not in _FALSE_STRINGS
+
+
+def _from_env(option, environ):
+    """The value of ``option`` from its ``K8S_AUTH_*`` variables, converted to the option's type, or ``None``."""
+    if option == "proxy_headers":
+        headers = {}
+        for key, var in zip(AUTH_PROXY_HEADERS_SPEC, AUTH_ENV_VARS[option]):
+            if environ.get(var):
+                headers[key] = environ[var]
+        return headers or None
+    for var in AUTH_ENV_VARS[option]:
+        value = environ.get(var)
+        if value is not None and value != "":
+            if option in _BOOL_OPTIONS:
+                return _env_bool(value)
+            if option in _LIST_OPTIONS:
+                return [item for item in value.split(",") if item]
+            return value
+    return None
 
 
 def resolve_auth_params(params, environ=None):
@@ -108,18 +169,15 @@ def resolve_auth_params(params, environ=None):
 
     ``params`` may hold other (non-auth) keys; they are ignored. Values that are
     ``None`` count as unset. Environment strings are converted to the option's
-    type (``validate_certs`` to bool, paths expanded).
+    type (booleans, the comma-separated ``impersonate_groups``, ``proxy_headers``
+    from ``K8S_AUTH_PROXY_HEADERS_<KEY>``), paths expanded.
     """
     environ = os.environ if environ is None else environ
     resolved = {}
     for option in AUTH_OPTIONS:
         value = params.get(option) if params else None
         if value is None:
-            for var in AUTH_ENV_VARS[option]:
-                env_value = environ.get(var)
-                if env_value is not None and env_value != "":
-                    value = _env_bool(env_value) if option == "validate_certs" else env_value
-                    break
+            value = _from_env(option, environ)
         if value is None:
             continue
         if option in _PATH_OPTIONS:
@@ -152,6 +210,8 @@ def _kubeconfig_paths(kubeconfig):
 def _load_kubeconfig(configuration, auth):
     kubeconfig = auth.get("kubeconfig")
     context = auth.get("context")
+    # persist_config: a refreshed token (OIDC and the like) is written back to the kubeconfig file.
+    persist = bool(auth.get("persist_config"))
     try:
         if isinstance(kubeconfig, dict):
             k8s_config.load_kube_config_from_dict(
@@ -166,7 +226,7 @@ def _load_kubeconfig(configuration, auth):
                 config_file=config_file,
                 context=context,
                 client_configuration=configuration,
-                persist_config=False,
+                persist_config=persist,
             )
         else:
             raise K8sAuthError(
@@ -257,6 +317,11 @@ def build_configuration(params, environ=None, pool_maxsize=None):
         overrides["key_file"] = auth["client_key"]
     if auth.get("proxy"):
         overrides["proxy"] = auth["proxy"]
+    if auth.get("no_proxy"):
+        overrides["no_proxy"] = auth["no_proxy"]
+    proxy_headers = {key: value for key, value in (auth.get("proxy_headers") or {}).items() if value}
+    if proxy_headers:
+        overrides["proxy_headers"] = urllib3.util.make_headers(**proxy_headers)
     _apply_overrides(configuration, overrides)
 
     if pool_maxsize is not None:
@@ -278,7 +343,51 @@ def request_timeout(params):
     return seconds
 
 
+# Retries below every caller (urllib3's Retry, see api_retry): how many, and how long between them.
+RETRIES = 9  # in all; an API server answering 429 or 5xx is alive and asks to wait: about 10 s of backoff
+CONNECT_RETRIES = 3  # a refused connection: an API server restarting, or (far more often) not started at all
+READ_RETRIES = 3  # a connection cut before the answer
+RETRY_BACKOFF = 0.05  # seconds; doubles each retry after the second: 0, 0.1, 0.2, 0.4 ... up to RETRY_BACKOFF_MAX
+RETRY_BACKOFF_MAX = 2.0
+RETRY_JITTER = 0.05  # up to this many seconds more, so parallel writers spread out
+RETRY_AFTER_MAX = 20  # a Retry-After header is honoured up to this many seconds
+# 429: API priority and fairness asked us to slow down. 5xx: server trouble. Not 409: a conflict
+# needs a fresh read and a new plan, which only the caller can make (node_status does).
+RETRY_STATUS = (429, 500, 502, 503, 504)
+# Requests urllib3 may send again after a 429/5xx or a connection cut mid-way: reads, and PATCH
+# because every PATCH of this collection is a JSON merge patch (applying it twice is applying it once;
+# node status patches also carry a resourceVersion precondition). POST (token requests) is not resent.
+RETRY_METHODS = frozenset(("GET", "HEAD", "PATCH"))
+
+
+def is_timeout(error):
+    """True when ``error`` (a urllib3 error) says the API server took the connection and sent no answer in time.
+
+    urllib3 files a refused connection (``NewConnectionError``) under ``ConnectTimeoutError`` too: that one is
+    not a timeout.
+    """
+    return isinstance(error, (urllib3.exceptions.TimeoutError, TimeoutError)) and not isinstance(
+        error, urllib3.exceptions.NewConnectionError
+    )
+
+
 if HAS_KUBERNETES:
+
+    class ApiRetry(urllib3.util.Retry):
+        """urllib3's ``Retry`` with two rules of the collection on top.
+
+        A request that timed out is never sent again: the API server took it and did not answer within
+        ``request_timeout``, another try would only wait as long again (and one task would take a multiple
+        of the bound it was given). ``Retry-After`` is honoured up to ``RETRY_AFTER_MAX`` seconds.
+        """
+
+        def increment(self, method=None, url=None, response=None, error=None, _pool=None, _stacktrace=None):
+            if error is not None and is_timeout(error):
+                raise urllib3.exceptions.MaxRetryError(_pool, url, error) from error
+            return super().increment(method, url, response, error, _pool, _stacktrace)
+
+        def parse_retry_after(self, retry_after):
+            return min(super().parse_retry_after(retry_after), RETRY_AFTER_MAX)
 
     class TimedApiClient(k8s_client.ApiClient):
         """An ApiClient whose requests time out after ``request_timeout`` seconds unless a call passes its own."""
@@ -291,20 +400,73 @@ if HAS_KUBERNETES:
                 kwargs["_request_timeout"] = self.request_timeout
             return super().call_api(*args, **kwargs)
 
+    class _RepeatedHeader(str):
+        """A header name that can appear more than once in the client's header dict (one line per value).
+
+        The API server reads every ``Impersonate-Group`` line as one group; a comma in one line would be part
+        of a group's name.
+        """
+
+        __hash__ = object.__hash__
+
+        def __eq__(self, other):
+            return self is other
+
+        def __ne__(self, other):
+            return self is not other
+
 else:
+    ApiRetry = None
     TimedApiClient = None
+    _RepeatedHeader = None
+
+
+def api_retry():
+    """The urllib3 ``Retry`` every client of the collection uses (``configuration.retries``).
+
+    Connections that could not be opened are retried for every method (nothing was sent); requests in
+    :data:`RETRY_METHODS` also after a 429 or 5xx answer or a connection cut mid-way. After the last retry the
+    API server's answer is returned as it is (``raise_on_status=False``), so callers report its status and
+    message.
+    """
+    return ApiRetry(
+        total=RETRIES,
+        connect=CONNECT_RETRIES,
+        read=READ_RETRIES,
+        redirect=0,
+        status_forcelist=RETRY_STATUS,
+        allowed_methods=RETRY_METHODS,
+        backoff_factor=RETRY_BACKOFF,
+        backoff_max=RETRY_BACKOFF_MAX,
+        backoff_jitter=RETRY_JITTER,
+        respect_retry_after_header=True,
+        raise_on_status=False,
+    )
+
+
+def impersonation_headers(auth):
+    """``[(header, value)]`` for ``impersonate_user`` and each of ``impersonate_groups``."""
+    headers = []
+    if auth.get("impersonate_user"):
+        headers.append((IMPERSONATE_USER_HEADER, auth["impersonate_user"]))
+    for group in auth.get("impersonate_groups") or ():
+        if group:
+            headers.append((IMPERSONATE_GROUP_HEADER, group))
+    return headers
 
 
 def build_api_client(params, environ=None, pool_maxsize=None):
     """Return a ``kubernetes.client.ApiClient`` built from the auth options.
 
-    Every request through it is bounded by the ``request_timeout`` option (connect and read).
+    Every request through it is bounded by the ``request_timeout`` option (connect and read), transient
+    failures are retried by :func:`api_retry`, and ``impersonate_user``/``impersonate_groups`` are sent as
+    the ``Impersonate-*`` headers of every request.
     """
     seconds = request_timeout(params)
     configuration = build_configuration(params, environ=environ, pool_maxsize=pool_maxsize)
-    # urllib3 retries a read that timed out (three more times by default): one timeout is the answer.
-    # Refused connections are still retried at once (an API server restarting).
-    configuration.retries = urllib3.util.Retry(total=3, read=0, redirect=0)
+    configuration.retries = api_retry()
     api_client = TimedApiClient(configuration)
     api_client.request_timeout = seconds
+    for header, value in impersonation_headers(resolve_auth_params(params, environ)):
+        api_client.default_headers[_RepeatedHeader(header)] = value
     return api_client

@@ -23,11 +23,11 @@ import copy
 
 try:
     from . import gpu_requests as _requests
-    from .node_status import parse_quantity
+    from .quantity import parse_quantity
     from .errors import InputError
 except ImportError:  # loaded as plain modules, next to each other
     import gpu_requests as _requests  # type: ignore[no-redef]
-    from node_status import parse_quantity  # type: ignore[no-redef]
+    from quantity import parse_quantity  # type: ignore[no-redef]
     from errors import InputError  # type: ignore[no-redef]
 
 

@@ -14,8 +14,9 @@ kubernetes.core cannot patch subresources, and a Node's ``status.capacity`` /
   after view of those keys;
 * ``apply_node_resources``: reads the target Nodes (one LIST when more than one
   Node is named or a selector is used), refuses Nodes that kwok does not manage,
-  and patches the changed Nodes concurrently, retrying conflicts and transient
-  errors after re-reading the Node.
+  and patches the changed Nodes concurrently, retrying conflicts after re-reading
+  the Node. Transient failures (429, 5xx, connections refused or cut) are retried
+  below, by the client's urllib3 ``Retry`` (``k8s_auth.api_retry``).
 
 No Ansible import: the module is a thin wrapper and the tests call this directly.
 The API is reached through a small adapter (``CoreNodeApi``) so tests can pass
@@ -28,7 +29,7 @@ import random
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 try:
     from kubernetes import client as k8s_client
@@ -37,8 +38,10 @@ except ImportError:
 
 try:
     from .cluster_objects import REQUEST_TIMEOUT, ApiCallError, call_json, list_pages
+    from .quantity import parse_quantity
 except ImportError:  # loaded as a plain module, next to cluster_objects.py
     from cluster_objects import REQUEST_TIMEOUT, ApiCallError, call_json, list_pages  # type: ignore[no-redef]
+    from quantity import parse_quantity  # type: ignore[no-redef]
 
 
 FIELDS = ("capacity", "allocatable")
@@ -53,9 +56,9 @@ KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 KWOK_ANNOTATION_VALUE = "fake"
 MERGE_PATCH = "application/merge-patch+json"
 
-# 409: resourceVersion precondition failed (someone else wrote first).
-# 429: API priority and fairness asked us to slow down. 5xx: server trouble.
-RETRYABLE_STATUS = frozenset((409, 429, 500, 502, 503, 504))
+# 409: resourceVersion precondition failed (someone else wrote first): re-read, re-plan, write again.
+# Other transient answers (429, 5xx) were already retried by the client (k8s_auth.api_retry).
+CONFLICT = 409
 
 MAX_COUNT = 2 ** 63 - 1  # resource.Quantity holds an int64
 _EXAMPLE = "use an integer, e.g. 8"
@@ -63,27 +66,6 @@ _EXAMPLE = "use an integer, e.g. 8"
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS_SUBDOMAIN_RE = re.compile(r"^{0}(\.{0})*$".format(_DNS_LABEL))
 _NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_QUANTITY_RE = re.compile(
-    r"^(?P<num>[+-]?(\d+\.?\d*|\.\d+))(?P<suffix>[eE][+-]?\d+|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?$"
-)
-_SUFFIX = {
-    None: Decimal(1),
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-    "Ki": Decimal(2 ** 10),
-    "Mi": Decimal(2 ** 20),
-    "Gi": Decimal(2 ** 30),
-    "Ti": Decimal(2 ** 40),
-    "Pi": Decimal(2 ** 50),
-    "Ei": Decimal(2 ** 60),
-}
 
 
 class NodeResourcesError(Exception):
@@ -106,9 +88,12 @@ class NodeApiError(ApiCallError):
 
     @property
     def retryable(self):
-        if self.timed_out:  # the API server took the connection and did not answer: another try would wait again
-            return False
-        return self.status is None or self.status in RETRYABLE_STATUS
+        """True for a conflict, which the executor retries on a fresh read of the Node.
+
+        Everything else reaching this layer is final: the client already retried what a retry can fix
+        (k8s_auth.api_retry), and a request that timed out is not sent again.
+        """
+        return self.status == CONFLICT
 
 
 # --------------------------------------------------------------------------
@@ -264,27 +249,6 @@ def check_parallelism(parallelism):
 # --------------------------------------------------------------------------
 
 
-def parse_quantity(value):
-    """Return a Kubernetes quantity string as a ``Decimal``, or ``None`` if it is not one."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return Decimal(value)
-    if not isinstance(value, str):
-        return None
-    match = _QUANTITY_RE.match(value.strip())
-    if not match:
-        return None
-    try:
-        number = Decimal(match.group("num"))
-        suffix = match.group("suffix")
-        if suffix and suffix[0] in "eE" and len(suffix) > 1:
-            return number.scaleb(int(suffix[1:]))
-        return number * _SUFFIX[suffix]
-    except (InvalidOperation, ValueError):
-        return None
-
-
 def same_quantity(current, desired):
     """True when the Node's value ``current`` already equals the integer ``desired``."""
     parsed = parse_quantity(current)
@@ -387,7 +351,7 @@ class CoreNodeApi:
 
 
 class RetryPolicy:
-    """Exponential backoff with jitter; honours ``Retry-After`` up to ``max_delay``."""
+    """How often and after how long a write that lost a conflict is tried again (exponential backoff, jitter)."""
 
     def __init__(self, attempts=DEFAULT_ATTEMPTS, base_delay=0.05, max_delay=2.0, sleep=time.sleep):
         self.attempts = attempts
@@ -395,37 +359,22 @@ class RetryPolicy:
         self.max_delay = max_delay
         self.sleep = sleep
 
-    def delay(self, attempt, error=None):
+    def delay(self, attempt):
         delay = min(self.max_delay, self.base_delay * (2 ** (attempt - 1)))
-        delay = delay * (0.5 + random.random() / 2)
-        if error is not None and error.retry_after:
-            delay = max(delay, min(float(error.retry_after), 10 * self.max_delay))
-        return delay
-
-    def call(self, func, *args):
-        """Call ``func`` and retry transient failures (not for writes: see ``_converge``)."""
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                return func(*args)
-            except NodeApiError as exc:
-                if exc.status == 409 or not exc.retryable or attempt >= self.attempts:
-                    raise
-                self.sleep(self.delay(attempt, exc))
+        return delay * (0.5 + random.random() / 2)
 
 
-def _read_targets(api, names, label_selector, allow_no_match, policy):
+def _read_targets(api, names, label_selector, allow_no_match):
     if names is not None:
         if len(names) == 1:
             try:
-                nodes = [policy.call(api.get_node, names[0])]
+                nodes = [api.get_node(names[0])]
             except NodeApiError as exc:
                 if exc.status != 404:
                     raise
                 nodes = []
         else:
-            nodes = policy.call(api.list_nodes, None)
+            nodes = api.list_nodes(None)
         by_name = {node_name(n): n for n in nodes}
         missing = [n for n in names if n not in by_name]
         if missing:
@@ -435,7 +384,7 @@ def _read_targets(api, names, label_selector, allow_no_match, policy):
             )
         return [by_name[n] for n in names]
 
-    nodes = policy.call(api.list_nodes, label_selector)
+    nodes = api.list_nodes(label_selector)
     nodes.sort(key=node_name)
     if not nodes and not allow_no_match:
         raise NodeResourcesError(
@@ -477,8 +426,8 @@ def _converge(api, node, desired, state, fields, policy):
                 if attempt >= policy.attempts and exc.retryable:
                     raise NodeApiError(exc.status, "gave up after {0} attempts: {1}".format(attempt, exc.message))
                 raise
-            policy.sleep(policy.delay(attempt, exc))
-            node = policy.call(api.get_node, name)
+            policy.sleep(policy.delay(attempt))
+            node = api.get_node(name)
             patch, _unused, after = plan_node(node.get("status"), desired, state, fields)
             continue
         after = managed_view(updated.get("status"), desired, fields)
@@ -520,7 +469,7 @@ def apply_node_resources(
     policy = policy or RetryPolicy()
 
     try:
-        nodes = _read_targets(api, names, label_selector, allow_no_match, policy)
+        nodes = _read_targets(api, names, label_selector, allow_no_match)
     except NodeApiError as exc:
         raise NodeResourcesError("cannot read nodes: {0}".format(exc))
     _check_real_nodes(nodes, allow_real_nodes)

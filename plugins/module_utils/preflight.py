@@ -18,10 +18,10 @@ from __future__ import annotations
 
 try:
     from .manifest_yaml import ManifestError, iter_nodes, load_documents, read_text
-    from .node_status import parse_quantity
+    from .quantity import parse_quantity
 except ImportError:  # loaded as plain modules, next to manifest_yaml.py
     from manifest_yaml import ManifestError, iter_nodes, load_documents, read_text  # type: ignore[no-redef]
-    from node_status import parse_quantity  # type: ignore[no-redef]
+    from quantity import parse_quantity  # type: ignore[no-redef]
 
 try:
     from yaml.nodes import MappingNode, SequenceNode

@@ -18,10 +18,10 @@ from __future__ import annotations
 import re
 
 try:
-    from .node_status import parse_quantity
+    from .quantity import parse_quantity
     from .errors import InputError
 except ImportError:  # loaded as a plain module, next to node_status.py
-    from node_status import parse_quantity  # type: ignore[no-redef]
+    from quantity import parse_quantity  # type: ignore[no-redef]
     from errors import InputError  # type: ignore[no-redef]
 
 

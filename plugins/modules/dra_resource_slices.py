@@ -17,7 +17,7 @@ description:
     devices: every MIG profile the product supports at every placement, all consuming the GPU's shared counters,
     namely its compute slices and the memory slices each placement covers, so the scheduler never over-commits
     the GPU); a shared node (each GPU allows multiple allocations, its C(memory) capacity has a request policy of
-    one share, memory divided by O(nodes[].shared.replicas))."
+    one share, memory divided by the C(replicas) of O(nodes[].shared))."
   - A pool is named after its node and written in as many slices as the API's limits ask (counter sets and devices
     in separate slices, at most 64 devices with counters or 128 without per slice), named C(<node>-<driver>-<n>),
     labelled C(app.kubernetes.io/managed-by=gpushare.k8s) and owned by the Node (deleted with it).
@@ -89,6 +89,7 @@ options:
     type: int
     default: 16
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - gpushare.k8s.k8s_auth
   - gpushare.k8s.attributes
   - gpushare.k8s.attributes.idempotent

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: gpu_operator_wait
 short_description: Wait until the GPU Operator advertises what the config model predicts
-version_added: 0.2.0
+version_added: 0.1.0
 author:
   - gpushare.k8s maintainers (@gpushare)
 description:
@@ -23,6 +23,7 @@ description:
     operator answered).
   - The expectations come from the P(gpushare.k8s.gpu_operator_expected#filter) filter.
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - gpushare.k8s.k8s_auth
   - gpushare.k8s.attributes
   - gpushare.k8s.attributes.idempotent
@@ -113,6 +114,7 @@ from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import (
     KUBERNETES_IMPORT_ERROR,
     K8sAuthError,
     build_api_client,
+    hide_kubeconfig_credentials,
 )
 from ansible_collections.gpushare.k8s.plugins.module_utils.node_status import CoreNodeApi
 
@@ -143,6 +145,7 @@ def _summary(nodes):
 
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    hide_kubeconfig_credentials(module)
     if not HAS_KUBERNETES:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     params = module.params

@@ -29,6 +29,7 @@ description:
   - The same check runs as a script (C(check-request <manifest>)), see the C(check_request) module utility.
 requirements:
   - PyYAML (on the managed host)
+  - kubernetes (Python library, on the managed host; only its quantity parser is loaded)
 extends_documentation_fragment:
   - gpushare.k8s.attributes
   - gpushare.k8s.attributes.idempotent
@@ -168,6 +169,7 @@ try:
     from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_requests import find_offenders
     from ansible_collections.gpushare.k8s.plugins.module_utils.manifest_yaml import MAX_INPUT_BYTES, ManifestError
     from ansible_collections.gpushare.k8s.plugins.module_utils.preflight import manifest_fix
+    from ansible_collections.gpushare.k8s.plugins.module_utils.quantity import HAS_PARSER, PARSER_IMPORT_ERROR
 except ImportError:  # PyYAML missing on the managed host
     HAS_YAML = False
     YAML_IMPORT_ERROR = traceback.format_exc()
@@ -221,6 +223,8 @@ def main():
     )
     if not HAS_YAML:
         module.fail_json(msg=missing_required_lib("PyYAML"), exception=YAML_IMPORT_ERROR, offenders=[])
+    if not HAS_PARSER:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=PARSER_IMPORT_ERROR, offenders=[])
     data = _source(module)
     try:
         offenders = find_offenders(data, resources=module.params["resources"], max_per_container=module.params["max_per_container"],

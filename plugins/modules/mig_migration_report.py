@@ -27,6 +27,7 @@ description:
     (anti-)affinity, topology spread and what other Pods already use are not considered.
   - Only reads; never changes anything. Write the result to a file yourself if you want one.
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - gpushare.k8s.k8s_auth
   - gpushare.k8s.attributes
   - gpushare.k8s.attributes.info_module
@@ -193,6 +194,7 @@ from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import (
     KUBERNETES_IMPORT_ERROR,
     K8sAuthError,
     build_api_client,
+    hide_kubeconfig_credentials,
 )
 from ansible_collections.gpushare.k8s.plugins.module_utils.manifest_yaml import MAX_INPUT_BYTES, ManifestError, load_documents
 from ansible_collections.gpushare.k8s.plugins.module_utils.mig_migration import MigrationError, migration_report, report_summary
@@ -237,6 +239,7 @@ def _manifests(module):
 
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    hide_kubeconfig_credentials(module)
     if not HAS_KUBERNETES:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     params = module.params

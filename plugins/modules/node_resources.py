@@ -16,8 +16,8 @@ description:
   - Only the named resources are touched, with a JSON merge patch; every other key of the Node status
     (C(cpu), C(memory), C(pods), other extended resources, conditions) is kept.
   - Everything is validated and every target Node is read before the first write. Changed Nodes are
-    patched concurrently; conflicts with other writers and transient API errors are retried on a
-    fresh read of the Node.
+    patched concurrently; conflicts with other writers are retried on a fresh read of the Node, and
+    transient API errors (HTTP 429 and 5xx, connections refused or cut) with a short backoff.
   - Meant for kwok Nodes (annotation C(kwok.x-k8s.io/node=fake)), which have no kubelet or device
     plugin. Other Nodes are refused unless O(allow_real_nodes=true).
 author:
@@ -81,6 +81,7 @@ options:
     type: int
     default: 16
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - gpushare.k8s.k8s_auth
   - gpushare.k8s.attributes
   - gpushare.k8s.attributes.idempotent
@@ -131,7 +132,7 @@ EXAMPLES = r"""
       - nvidia.com/gpu
       - nvidia.com/mig-1g.10gb
 
-- name: Set the connection once for several tasks (works on a play too)
+- name: Set the connection once for this collection's and kubernetes.core's tasks (works on a play too)
   module_defaults:
     group/gpushare.k8s.k8s:
       kubeconfig: ~/.kwok/clusters/gpushare/kubeconfig.yaml
@@ -204,6 +205,7 @@ from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import (
     KUBERNETES_IMPORT_ERROR,
     K8sAuthError,
     build_api_client,
+    hide_kubeconfig_credentials,
 )
 from ansible_collections.gpushare.k8s.plugins.module_utils.node_status import (
     DEFAULT_FIELDS,
@@ -250,6 +252,7 @@ def main():
         required_one_of=[("name", "label_selector")],
         supports_check_mode=True,
     )
+    hide_kubeconfig_credentials(module)
     if not HAS_KUBERNETES:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
 

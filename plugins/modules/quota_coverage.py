@@ -22,6 +22,7 @@ description:
     is C(BestEffort)), so it is listed but not counted as coverage.
   - Only reads; never changes anything.
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - gpushare.k8s.k8s_auth
   - gpushare.k8s.attributes
   - gpushare.k8s.attributes.info_module
@@ -149,6 +150,7 @@ from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import (
     KUBERNETES_IMPORT_ERROR,
     K8sAuthError,
     build_api_client,
+    hide_kubeconfig_credentials,
 )
 from ansible_collections.gpushare.k8s.plugins.module_utils.quota_coverage import (
     CoverageError,
@@ -172,6 +174,7 @@ def argument_spec():
 
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    hide_kubeconfig_credentials(module)
     if not HAS_KUBERNETES:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     params = module.params

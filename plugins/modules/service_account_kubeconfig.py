@@ -90,6 +90,7 @@ options:
     type: int
     default: 60
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - gpushare.k8s.k8s_auth
   - gpushare.k8s.attributes
   - gpushare.k8s.attributes.idempotent
@@ -184,6 +185,7 @@ from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import (
     KUBERNETES_IMPORT_ERROR,
     K8sAuthError,
     build_api_client,
+    hide_kubeconfig_credentials,
 )
 from ansible_collections.gpushare.k8s.plugins.module_utils.sa_kubeconfig import (
     DEFAULT_EXPIRATION,
@@ -289,6 +291,7 @@ def root_ca(core, namespace):
 
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    hide_kubeconfig_credentials(module)
     params = module.params
     path = params["path"]
     service_account, namespace = params["service_account"], params["namespace"]

@@ -18,14 +18,18 @@ import copy
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import yaml
 
-from reliability import LAB_VARS, TRACEBACK, OwnCluster, output, playbook, recap, snapshot, tail, wait_until
+from reliability import LAB_VARS, REPO, TRACEBACK, OwnCluster, output, playbook, recap, snapshot, tail, wait_until
 
 CLUSTER = "gpushare-it-badinput"
 ROLE_PLAYBOOK = "tests/integration/playbooks/bad_input.yml"
 CONFIGS = LAB_VARS["gpushare_device_plugin_configs"]
 NODES = LAB_VARS["gpushare_nodes"]
 MIG_NODE = NODES[2]
+# The lab cluster creates the DRA track's nodes too (inventory/group_vars/all/dra.yml).
+DRA_NODES = yaml.safe_load((REPO / "inventory" / "group_vars" / "all" / "dra.yml").read_text())["gpushare_dra_nodes"]
+CLUSTER_NODES = ", ".join(sorted(node["name"] for node in NODES + DRA_NODES))
 
 
 def configs(name, path, value):
@@ -115,10 +119,7 @@ CASES = {
     "node-gpus-four": lab(nodes(0, gpus="four"), "lab-node-0.gpus: must be a non-negative integer, got 'four'. Fix: give the node's "
                                                  "physical GPU count"),
     "missing-node": lab({"gpushare_nodes": NODES + [{"name": "lab-node-9", "gpus": 2, "config": "default"}]},
-                        # The cluster also has the DRA track's nodes (inventory/group_vars/all/dra.yml), created beside the lab's.
-                        "gpushare_nodes: node lab-node-9 does not exist in the cluster (it has dra-node-0, dra-node-1, dra-node-2, "
-                        "lab-node-0, lab-node-1, lab-node-2). "
-                        "Fix: create it"),
+                        "gpushare_nodes: node lab-node-9 does not exist in the cluster (it has %s). Fix: create it" % CLUSTER_NODES),
     "node-config-undefined": lab(nodes(1, config="sharde"),
                                  "lab-node-1.config: names config 'sharde', which is not among the device-plugin configs (default, mps, "
                                  "shared); the plugin's config manager crash-loops on such a label. Fix:"),

@@ -1,31 +1,84 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The built collection installs with ansible-galaxy and its playbooks run by FQCN."""
+"""The built collection, as a user gets it: no development files, installs next to kubernetes.core, runs by FQCN.
+
+One build (module-scoped): the tarball is installed into an empty collections path together with the
+kubernetes.core the toolchain pins (the ansible package's copy, installed offline so the dependency range
+of galaxy.yml is what decides), Ansible is told not to look anywhere else (no checkout, no ansible.cfg,
+no collections in site-packages), and gpushare.k8s.cluster and gpushare.k8s.lab run from there against
+the lab cluster, the lab with a lab root of its own.
+"""
 from __future__ import annotations
 
+import shutil
 import subprocess
 import tarfile
+from pathlib import Path
 
-from conftest import REPO, VENV_BIN, subprocess_env  # noqa: E402
+import pytest
+
+from conftest import CLUSTER, REPO, VENV_BIN, subprocess_env  # noqa: E402
+
+# Development files: the checkout's tooling, the live tests and the benchmarks need the checkout itself.
+DEV_FILES = ("ansible.cfg", "pytest.ini", "Makefile", "requirements.txt", "BENCHMARKS.md", ".ansible-lint", ".gitignore")
+DEV_DIRS = ("benchmarks/", "tests/integration/", "tests/sanity/", "extensions/", ".ci/", ".venv", ".collections/", ".git/")
+SHIPPED = ("LICENSE", "README.md", "meta/runtime.yml", "meta/ee-requirements.txt", "meta/execution-environment.yml",
+           "playbooks/cluster.yml", "playbooks/lab.yml", "inventory/group_vars/all/lab.yml",
+           "roles/lab_cluster/files/build-binaries.sh", "plugins/module_utils/quantity.py", "changelogs/changelog.yaml")
 
 
-def test_built_tarball_installs_and_runs_cluster_playbook_by_fqcn(tmp_path, kubeconfig):
+def galaxy(env, cwd, *args):
+    return subprocess.run([str(VENV_BIN / "ansible-galaxy"), "collection", *map(str, args)],
+                          cwd=cwd, env=env, capture_output=True, text=True, check=False, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(tarball member names, environment that sees only the installed collections, a scratch directory)."""
+    work = tmp_path_factory.mktemp("artifact")
+    dest = work / "collections"
     env = subprocess_env()
     env.pop("ANSIBLE_CONFIG")  # as a user would: no checkout, no ansible.cfg
-    build = subprocess.run([VENV_BIN / "ansible-galaxy", "collection", "build", "--output-path", tmp_path, REPO],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
-    assert build.returncode == 0, build.stderr
-    tarball = next(tmp_path.glob("gpushare-k8s-*.tar.gz"))
-    names = tarfile.open(tarball).getnames()
-    assert "playbooks/cluster.yml" in names and "roles/lab_cluster/files/build-binaries.sh" in names
-    assert not [n for n in names if n.startswith((".venv", ".collections", ".git/"))], "build_ignore leaks"
+    # Only the new collections path (pytest-ansible points ANSIBLE_COLLECTIONS_PATH at the checkout), no site-packages.
+    env.update(ANSIBLE_COLLECTIONS_PATH=str(dest), ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false")
+    build = galaxy(env, work, "build", "--output-path", work, REPO)
+    assert build.returncode == 0, build.stdout + build.stderr
+    tarball = next(work.glob("gpushare-k8s-*.tar.gz"))
+    with tarfile.open(tarball) as archive:
+        names = archive.getnames()
 
-    dest = tmp_path / "collections"
-    install = subprocess.run([VENV_BIN / "ansible-galaxy", "collection", "install", "--force", "--no-deps", "-p", dest, tarball],
-                             cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
-    assert install.returncode == 0, install.stderr
-    assert (dest / "ansible_collections" / "gpushare" / "k8s" / "playbooks" / "cluster.yml").is_file(), install.stdout
-    env["ANSIBLE_COLLECTIONS_PATH"] = str(dest)
-    run = subprocess.run([VENV_BIN / "ansible-playbook", "gpushare.k8s.cluster"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=600)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
-    assert "changed=0" in run.stdout.splitlines()[-2] or "changed=0" in run.stdout, run.stdout[-500:]
+    from ansible_collections.kubernetes.core.plugins.module_utils import args_common
+
+    core = Path(args_common.__file__).resolve().parents[2]
+    shutil.copytree(core, dest / "ansible_collections" / "kubernetes" / "core", ignore=shutil.ignore_patterns("__pycache__"))
+    install = galaxy(env, work, "install", "--offline", "-p", dest, tarball)
+    assert install.returncode == 0, install.stdout + install.stderr
+    listed = galaxy(env, work, "list")
+    assert "gpushare.k8s" in listed.stdout and "kubernetes.core" in listed.stdout, install.stdout + listed.stdout + listed.stderr
+    return names, env, work
+
+
+def test_the_artifact_holds_the_collection_and_no_development_files(installed):
+    names, _env, _work = installed
+    assert not [n for n in names if n in DEV_FILES or n.startswith(DEV_DIRS) or "__pycache__" in n], "build_ignore leaks"
+    assert set(SHIPPED) <= set(names), set(SHIPPED) - set(names)
+
+
+def test_cluster_and_lab_run_from_the_installed_collection(installed, kubeconfig):
+    _names, env, work = installed
+    cluster = subprocess.run([str(VENV_BIN / "ansible-playbook"), "gpushare.k8s.cluster", "-e", "gpushare_cluster_name=" + CLUSTER],
+                             cwd=work, env=env, capture_output=True, text=True, check=False, timeout=600)
+    assert cluster.returncode == 0, cluster.stdout[-3000:] + cluster.stderr[-2000:]
+    assert "changed=0" in cluster.stdout, cluster.stdout[-800:]  # the running cluster is reused as it is
+
+    root = work / "lab"
+    lab = subprocess.run([str(VENV_BIN / "ansible-playbook"), "gpushare.k8s.lab", "-e", "gpushare_cluster_name=" + CLUSTER,
+                          "-e", "gpushare_lab_root=%s" % root], cwd=work, env=env, capture_output=True, text=True, check=False,
+                         timeout=900)
+    assert lab.returncode == 0, lab.stdout[-5000:] + lab.stderr[-2000:]
+    assert "failed=0" in lab.stdout
+    script = root / "bin" / "check-request.sh"
+    assert "collections/ansible_collections/gpushare/k8s" not in script.read_text()  # standalone, no path back
+    over = root / "two.yaml"
+    over.write_text("kind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    resources: {limits: {nvidia.com/gpu: 2000m}}\n")
+    check = subprocess.run([str(script), str(over)], capture_output=True, text=True, check=False, timeout=60)
+    assert (check.returncode, check.stdout) == (1, "OVER=c=2\n"), check.stderr

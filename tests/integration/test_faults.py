@@ -181,7 +181,7 @@ def test_two_lab_runs_at_once_both_converge(cluster, tmp_path):
 
 # Small bounds keep the pause short; the lab's steps before the pause take a few seconds a task.
 PAUSE_BOUNDS = {"gpushare_request_timeout": 5, "gpushare_task_timeout": 30}
-EXIT_SLACK = 20  # after the timeout: Ansible's result, the recap and its exit on a loaded machine
+EXIT_SLACK = 30  # after the timeout: the API server probe (request timeout), the recap and the exit on a loaded machine
 
 
 def test_apiserver_paused_mid_lab_fails_within_the_bound_and_a_rerun_converges(cluster, root, tmp_path):
@@ -199,10 +199,10 @@ def test_apiserver_paused_mid_lab_fails_within_the_bound_and_a_rerun_converges(c
     text = output(run)
     assert run.returncode != 0, tail(run)
     assert seconds <= PAUSE_BOUNDS["gpushare_task_timeout"] + EXIT_SLACK, f"the run took {seconds:.0f}s to fail after the pause"
-    # Our modules name the API server; a kubernetes.core task (it has no request timeout) is stopped by the task timeout.
-    ours = re.search(r"cannot reach the API server \(kube-apiserver\) at https://127\.0\.0\.1:\d+: no answer within 5 s", text)
-    stopped = "Timed out after 30 second(s)" in text
-    assert ours or stopped, failure_lines(run)
+    # Whichever task the pause caught (one of ours, bounded by its request timeout, or a kubernetes.core task,
+    # stopped by the task timeout), the run ends naming the API server and its address.
+    named = re.search(r"cannot reach the API server \(kube-apiserver\) at https://127\.0\.0\.1:\d+: no answer within 5 s", text)
+    assert named, failure_lines(run)
     assert TRACEBACK not in text, tail(run)
 
     # The pause may have outlasted the leader leases: `make cluster` restores whatever exited.

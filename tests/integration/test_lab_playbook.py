@@ -1,16 +1,24 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""playbooks/lab.yml on a fresh cluster of its own: check mode writes nothing,
-a real run keeps what a user added, a second run changes nothing."""
+"""playbooks/lab.yml on a fresh cluster of its own: check mode writes nothing, step 1 alone writes the spec's
+two configs, a real run keeps what a user added and leaves k8s/device-plugin-configs.yaml holding what the
+ConfigMap holds, a second run changes nothing, and the summary reads line by line under the default callback."""
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes import client, config
+from kubernetes.client.rest import ApiException
 
-CLUSTER = "gpushare-it-lab"
+from conftest import REPO, VENV_BIN, subprocess_env
+
+CLUSTER = os.environ.get("GPUSHARE_LAB_TEST_CLUSTER", "gpushare-it-lab")  # a cluster of its own, created and removed here
 KUBECONFIG = Path.home() / ".kwok" / "clusters" / CLUSTER / "kubeconfig.yaml"
 USER_KEY, USER_LABEL, USER_RESOURCE = "operator-notes", "example.com/rack", "example.com/fpga"
 
@@ -49,11 +57,34 @@ def test_check_mode_on_fresh_cluster_writes_nothing_and_reports_changes(fresh, r
         assert not [k for k in node.status.capacity if k.startswith("nvidia.com/")], node.status.capacity
 
 
+def file_data(root):
+    (configmap,) = [doc for doc in yaml.safe_load_all((root / "k8s" / "device-plugin-configs.yaml").read_text()) if doc]
+    assert (configmap["kind"], configmap["metadata"]["name"], configmap["metadata"]["namespace"]) == ("ConfigMap", "device-plugin-configs", "gpu-share")
+    return configmap["data"]
+
+
+def test_step_1_alone_writes_and_applies_the_specs_two_configs(fresh, run_playbook):
+    proc = run_playbook("playbooks/lab.yml", extra_vars=fresh["vars"], extra_args=["--tags", "step1"])
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    data = file_data(fresh["root"])
+    assert set(data) == {"default", "shared"}
+    assert "sharing" not in yaml.safe_load(data["default"])
+    assert yaml.safe_load(data["shared"])["sharing"]["timeSlicing"]["resources"][0]["replicas"] == 4
+    assert fresh["core"].read_namespaced_config_map("device-plugin-configs", "gpu-share").data == data
+
+
 def test_lab_keeps_what_a_user_added(fresh, run_playbook):
     core = fresh["core"]
-    core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-share"}})
+    try:  # step 1 may have run already
+        core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-share"}})
+    except ApiException as exc:
+        assert exc.status == 409, exc
     user_configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "device-plugin-configs"}, "data": {USER_KEY: "keep me"}}
-    core.create_namespaced_config_map("gpu-share", user_configmap)
+    try:
+        core.create_namespaced_config_map("gpu-share", user_configmap)
+    except ApiException as exc:
+        assert exc.status == 409, exc
+        core.patch_namespaced_config_map("device-plugin-configs", "gpu-share", {"data": {USER_KEY: "keep me"}})
     core.patch_node("lab-node-1", {"metadata": {"labels": {USER_LABEL: "r42"}}})
     core.patch_node_status("lab-node-1", {"status": {"capacity": {USER_RESOURCE: "3"}, "allocatable": {USER_RESOURCE: "3"}}})
 
@@ -69,6 +100,15 @@ def test_lab_keeps_what_a_user_added(fresh, run_playbook):
     assert node.status.capacity["nvidia.com/gpu"] == "8" and node.status.allocatable["nvidia.com/gpu"] == "8"
 
 
+def test_after_step_7_the_file_holds_what_the_configmap_holds(fresh):
+    """Re-applying k8s/device-plugin-configs.yaml changes nothing: it has step 7's mps; only the user's own key is not in it."""
+    live = fresh["core"].read_namespaced_config_map("device-plugin-configs", "gpu-share").data
+    data = file_data(fresh["root"])
+    assert set(data) == {"default", "shared", "mps"}
+    assert data == {key: value for key, value in live.items() if key != USER_KEY}
+    assert yaml.safe_load(data["mps"])["sharing"] == {"mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}
+
+
 def test_second_run_changes_nothing_and_files_are_byte_identical(fresh, run_playbook):
     before = tree_digest(fresh["root"])
     assert {"k8s/device-plugin-configs.yaml", "k8s/mig-job.yaml", "k8s/gpu-quota.yaml", "k8s/team-over.yaml",
@@ -78,3 +118,32 @@ def test_second_run_changes_nothing_and_files_are_byte_identical(fresh, run_play
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
     assert recap(proc)["changed"] == 0, [l for l in proc.stdout.splitlines() if l.startswith(("TASK", "changed"))]
     assert tree_digest(fresh["root"]) == before
+
+
+def test_the_summary_reads_line_by_line_under_the_default_callback(fresh, tmp_path):
+    """lab_report with an empty ansible.cfg (the default callback, JSON results): one short line per node, per Pod,
+    per folder of files, and the export line, each printed on a line of its own."""
+    empty = tmp_path / "ansible.cfg"
+    empty.write_text("")
+    variables = {"it_role": "gpushare.k8s.lab_report", "gpushare_kubeconfig": str(KUBECONFIG),
+                 "lab_report_nodes": ["lab-node-0", "lab-node-1", "lab-node-2"], "lab_report_namespaces": ["gpu-share", "team-a"],
+                 "lab_report_lab_root": str(fresh["root"]), "lab_report_kubeconfig": str(KUBECONFIG)}
+    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "tests/integration/playbooks/role.yml", "-e", json.dumps(variables)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+                          env=subprocess_env(ANSIBLE_CONFIG=str(empty), ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections")))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    shown = proc.stdout[proc.stdout.index("TASK [gpushare.k8s.lab_report : Show the lab at a glance]"):]
+    lines = re.findall(r'^ {8}"(.*)",?$', shown, flags=re.M)  # the JSON list, one string a line
+    assert "\\n" not in shown and max(len(line) for line in lines if not line.startswith("files in ")) <= 120, lines
+    assert re.fullmatch(r"node lab-node-0 +config default +nvidia\.com/gpu=2 +gpu\.product=NVIDIA-A100-SXM4-80GB", lines[0]), lines
+    assert re.fullmatch(r"node lab-node-1 +config shared +nvidia\.com/gpu=8 +gpu\.product=NVIDIA-A100-SXM4-80GB-SHARED", lines[1]), lines
+    assert re.fullmatch(r"node lab-node-2 +config - +nvidia\.com/mig-1g\.10gb=7 +gpu\.product=NVIDIA-A100-SXM4-80GB mig\.strategy=mixed",
+                        lines[2]), lines
+    pods = {m.group(1): m.group(2) for m in (re.fullmatch(r"pod (\S+) +on (\S+) +Running", line) for line in lines) if m}
+    assert {pod: pods.get(pod) for pod in ("gpu-share/mig-job", "gpu-share/prod-inference", "gpu-share/notebook", "gpu-share/batch-train")} == {
+        "gpu-share/mig-job": "lab-node-2", "gpu-share/prod-inference": "lab-node-2", "gpu-share/notebook": "lab-node-1",
+        "gpu-share/batch-train": "lab-node-0"}, lines
+    assert lines[lines.index(f"files in {fresh['root']}:") + 1:-1] == [
+        "bin/: check-request.sh", "k8s/: device-plugin-configs.yaml, gpu-quota.yaml, mig-job.yaml, placement.yaml, team-over.yaml",
+        "out/: isolation.txt, placement.txt, quota-denied.txt"], lines
+    assert lines[-1] == f"next: export KUBECONFIG={KUBECONFIG}"

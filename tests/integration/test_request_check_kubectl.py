@@ -375,6 +375,10 @@ QUANTITIES = [
     "0x2", "010", "1_0", "~", "yes", '"abc"', '"1.0000000001"', '"2.000000000"', "9223372036854775", "9223372036854776",
     "9223372036854775807", "99999999999999999999999", "9" * 5000, '"%s"' % ("9" * 5000), '" 3 "', "1E", "1e-3", '"1n"', "2e-0",
     "3000000000m", '"1M"', '"1E"', "1Ei",
+    # kubernetes.utils.parse_quantity reads these; the API server refuses them (quantity.py checks its grammar first)
+    '"1K"', '"1e3k"', "NaN", '"Infinity"', '" 1_000"',
+    # beyond the 28 digits of Python's default decimal context
+    '"1.0000000000000000000000000001k"', '"0.9999999999999999999999999999999k"',
 ]
 
 

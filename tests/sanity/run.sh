@@ -25,5 +25,10 @@ trap 'rm -rf "$work"' EXIT
 dest="$work/ansible_collections/gpushare/k8s"
 mkdir -p "$dest"
 (cd "$repo" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$dest")
+# The modules import kubernetes.core's auth argument spec and extend its doc fragment: ansible-test finds
+# dependencies beside the collection, so copy the one the toolchain pins (the ansible package's) there.
+kubernetes_core=$("$repo/.venv/bin/python" -c 'import ansible_collections.kubernetes.core as c; print(list(c.__path__)[0])')
+mkdir -p "$work/ansible_collections/kubernetes"
+cp -r "$kubernetes_core" "$work/ansible_collections/kubernetes/core"
 cd "$dest"
 PATH="$venv/bin:$PATH" ansible-test sanity --local --requirements --python "$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')" "$@"

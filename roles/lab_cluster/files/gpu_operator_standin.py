@@ -26,8 +26,23 @@ COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(_
 PACKAGE = "gpushare_module_utils"
 
 
+def _collections_path(root):
+    """The directory that holds ``ansible_collections/`` when the collection at ``root`` is installed, else None."""
+    namespace_dir = os.path.dirname(root)
+    if os.path.basename(os.path.dirname(namespace_dir)) == "ansible_collections":
+        return os.path.dirname(os.path.dirname(namespace_dir))
+    return None
+
+
 def _module_utils():
-    """Import the collection's module_utils as a package, wherever the collection is checked out or installed."""
+    """Import the collection's module_utils as a package, wherever the collection is checked out or installed.
+
+    k8s_auth imports kubernetes.core's auth options: an installed collection finds kubernetes.core beside it
+    (ansible-galaxy installs dependencies into the same path), a checkout in the Python's site-packages.
+    """
+    beside = _collections_path(COLLECTION_ROOT)
+    if beside and beside not in sys.path:
+        sys.path.append(beside)
     package = types.ModuleType(PACKAGE)
     package.__path__ = [os.path.join(COLLECTION_ROOT, "plugins", "module_utils")]
     sys.modules[PACKAGE] = package

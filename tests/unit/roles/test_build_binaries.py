@@ -1,5 +1,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""roles/lab_cluster/files/build-binaries.sh: arguments checked before anything runs, Go's own error shown.
+"""roles/lab_cluster/files/build-binaries.sh: arguments checked before anything runs, Go's own error shown with
+the last lines of the build log, which keeps Go's full output.
 
 The Go cases run the real toolchain with the module proxy switched off (GOPROXY=off), so Go fails at once
 with its own message; nothing is downloaded or built.
@@ -48,12 +49,23 @@ def test_kubernetes_download_failure_shows_gos_error(tmp_path):
     proc = build("kubernetes", "v1.0.99", tmp_path / "kubernetes-v1.0.99")
     assert proc.returncode == 1
     assert "k8s.io/kubernetes@v1.0.99: module lookup disabled by GOPROXY=off" in proc.stderr, proc.stderr
-    assert not list(tmp_path.iterdir()), "a failed build leaves nothing behind"
+    log = tmp_path / "kubernetes-v1.0.99.log"
+    assert f"last lines of {log} (Go's full output):" in proc.stderr
+    assert [p.name for p in tmp_path.iterdir()] == [log.name], "a failed build leaves nothing but its log"
 
 
 @go
 def test_etcd_dependency_failure_shows_gos_error(tmp_path):
     proc = build("etcd", "v3.0.99", tmp_path / "etcd-v3.0.99")
     assert proc.returncode == 1
-    assert "failed: go mod tidy" in proc.stderr and "module lookup disabled by GOPROXY=off" in proc.stderr, proc.stderr
+    assert "failed after 0m0" in proc.stderr and ": go mod tidy" in proc.stderr, proc.stderr
+    # The error is Go's, from the log's last lines, which the log itself keeps in full.
+    assert "module lookup disabled by GOPROXY=off" in proc.stderr, proc.stderr
+    assert "module lookup disabled by GOPROXY=off" in (tmp_path / "etcd-v3.0.99.log").read_text()
+    assert [p.name for p in tmp_path.iterdir()] == ["etcd-v3.0.99.log"]
+
+
+def test_missing_go_is_refused_before_anything_is_written(tmp_path):
+    proc = build("kwok", "v0.8.0", tmp_path / "kwok-v0.8.0", PATH="/usr/bin:/bin")
+    assert proc.returncode == 2 and "go is not on PATH" in proc.stderr and str(tmp_path / "kwok-v0.8.0") in proc.stderr, proc.stderr
     assert not list(tmp_path.iterdir())

@@ -6,7 +6,7 @@ import datetime
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.control_plane import kwokctl_mismatches, lease_errors, parse_time
+from ansible_collections.gpushare.k8s.plugins.module_utils.control_plane import build_progress, format_duration, kwokctl_mismatches, lease_errors, parse_time
 
 NOW = datetime.datetime(2026, 12, 1, 8, 0, 0, tzinfo=datetime.timezone.utc)
 COMPONENTS = ["kube-controller-manager", "kube-scheduler"]
@@ -89,3 +89,37 @@ def test_an_unreadable_renew_time_is_an_error(bad):
     with pytest.raises(ValueError):
         lease_errors([{"metadata": {"name": "kube-scheduler"}, "spec": {"holderIdentity": "h", "renewTime": bad}}],
                      ["kube-scheduler"], NOW, FIX)
+
+
+# ---------------------------------------------------------------------------------------------- build_progress
+LOG = """[build kubernetes v1.36.3] building with go1.26.8 into /c/kubernetes-v1.36.3; Go's output in /c/logs/kubernetes-v1.36.3.log
+go: downloading k8s.io/api v0.36.3
+[build kubernetes v1.36.3] resolving dependencies (go mod tidy)
+go: downloading k8s.io/apiserver v0.36.3
+[build kubernetes v1.36.3] compiling kube-apiserver kube-controller-manager kube-scheduler kubectl (the longest step)
+"""
+
+
+@pytest.mark.parametrize("seconds, shown", [(0, "0m00s"), (9.9, "0m09s"), (60, "1m00s"), (453, "7m33s"), (3600, "60m00s"), (-3, "0m00s")])
+def test_durations_read_like_the_build_scripts(seconds, shown):
+    assert format_duration(seconds) == shown
+
+
+def test_a_running_build_shows_the_component_the_time_so_far_and_its_last_step():
+    started = NOW - datetime.timedelta(seconds=140)
+    line = build_progress("kubernetes", "v1.36.3", started, NOW, LOG)
+    assert line == "kubernetes v1.36.3: 2m20s, compiling kube-apiserver kube-controller-manager kube-scheduler kubectl (the longest step)"
+
+
+def test_times_may_be_rfc3339_strings_and_naive_times_are_utc():
+    assert build_progress("etcd", "v3.6.16", "2026-12-01T07:59:30", "2026-12-01T08:00:00Z").startswith("etcd v3.6.16: 0m30s, ")
+
+
+def test_before_the_first_step_and_for_another_components_lines_it_is_starting():
+    assert build_progress("etcd", "v3.6.16", NOW, NOW, "") == "etcd v3.6.16: 0m00s, starting"
+    assert build_progress("etcd", "v3.6.16", NOW, NOW, LOG) == "etcd v3.6.16: 0m00s, starting"
+
+
+@pytest.mark.parametrize("rc, state", [(0, "done"), (1, "failed (exit 1)"), (None, "failed (exit ?)")])
+def test_a_finished_build_says_done_or_failed(rc, state):
+    assert build_progress("kwok", "v0.8.0", NOW - datetime.timedelta(seconds=125), NOW, LOG, finished=True, rc=rc) == "kwok v0.8.0: 2m05s, " + state

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_requests
-from ansible_collections.gpushare.k8s.plugins.module_utils import check_request, manifest_yaml
+from ansible_collections.gpushare.k8s.plugins.module_utils import check_request, manifest_yaml, quantity
 from ansible_collections.gpushare.k8s.plugins.module_utils.check_request import main
 from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_requests import find_offenders
 from ansible_collections.gpushare.k8s.plugins.module_utils.manifest_yaml import ManifestError, load_documents
@@ -678,7 +678,7 @@ def test_cli_quantities_as_kubernetes_reads_them(manifest, capsys, text, out, co
 
 def test_script_runs_standalone_next_to_the_shell_wrapper(tmp_path):
     """The file is copied next to bin/check-request.sh and run by a plain python3: no collection imports."""
-    for module in (manifest_yaml, gpu_requests, check_request):
+    for module in (quantity, manifest_yaml, gpu_requests, check_request):
         shutil.copy(module.__file__, tmp_path)
     script = tmp_path / "check_request.py"
     manifest_path = tmp_path / "pod.yaml"

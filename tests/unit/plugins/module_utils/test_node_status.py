@@ -568,35 +568,47 @@ def test_conflict_resolved_by_someone_else_is_not_an_error():
     assert api.kinds() == ["list", "patch", "get"]
 
 
-@pytest.mark.parametrize(
-    "failure",
-    [
-        NodeApiError(409, "conflict"),
-        NodeApiError(429, "too many requests", retry_after=1),
-        NodeApiError(500, "internal error"),
-        NodeApiError(503, "unavailable"),
-        NodeApiError(None, "cannot reach the API server: connection reset by peer"),
-    ],
-    ids=["409", "429", "500", "503", "reset"],
-)
-def test_transient_errors_are_retried_not_reported(failure):
+def test_conflicts_are_retried_on_a_fresh_read_not_reported():
     api = lab(2)
-    api.patch_failures["lab-node-1"] = [failure, failure]
+    api.patch_failures["lab-node-1"] = [NodeApiError(409, "conflict"), NodeApiError(409, "conflict")]
     sleeps = []
     results = run(api, {GPU: 1}, label_selector="lab=yes", policy=RetryPolicy(sleep=sleeps.append))
     assert all(r["changed"] and "error" not in r for r in results)
     assert api.nodes["lab-node-1"]["status"]["allocatable"][GPU] == "1"
     assert len(sleeps) == 2
-    if failure.retry_after:
-        assert all(s >= 1 for s in sleeps)
+    assert [c[0] for c in api.calls if c[1] == "lab-node-1"] == ["patch", "get", "patch", "get", "patch"]
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        NodeApiError(429, "too many requests", retry_after=1),
+        NodeApiError(500, "internal error"),
+        NodeApiError(503, "unavailable"),
+        NodeApiError(None, "cannot reach the API server: connection reset by peer"),
+    ],
+    ids=["429", "500", "503", "reset"],
+)
+def test_transient_errors_reaching_the_executor_fail_that_node_once(failure):
+    """The client retried them already (k8s_auth.api_retry, tests/unit/plugins/module_utils/test_api_retry.py)."""
+    api = lab(2)
+    api.patch_failures["lab-node-1"] = [failure]
+    sleeps = []
+    with pytest.raises(NodeWriteError) as err:
+        run(api, {GPU: 1}, label_selector="lab=yes", policy=RetryPolicy(sleep=sleeps.append))
+    assert sleeps == []
+    assert [c[0] for c in api.calls if c[1] == "lab-node-1"] == ["patch"]
+    by_name = {r["name"]: r for r in err.value.results}
+    assert by_name["lab-node-0"]["changed"] and "error" not in by_name["lab-node-0"]
+    assert by_name["lab-node-1"]["error"] == str(failure)
 
 
 def test_retries_are_bounded():
     api = lab(1)
-    api.patch_failures["lab-node-0"] = [NodeApiError(503, "unavailable")] * 10
+    api.patch_failures["lab-node-0"] = [NodeApiError(409, "the object has been modified")] * 10
     with pytest.raises(NodeWriteError) as err:
         run(api, {GPU: 1}, names=["lab-node-0"], policy=RetryPolicy(attempts=3, sleep=lambda _s: None))
-    assert str(err.value) == "could not update 1 of 1 node(s): lab-node-0: HTTP 503: gave up after 3 attempts: unavailable"
+    assert str(err.value) == "could not update 1 of 1 node(s): lab-node-0: HTTP 409: gave up after 3 attempts: the object has been modified"
     assert err.value.results[0]["changed"] is False
 
 
@@ -771,15 +783,15 @@ def test_api_errors_are_translated(wire):
     replies.append(_Response(429, {"message": "slow down"}, headers={"Retry-After": "2"}))
     with pytest.raises(NodeApiError) as err:
         api.get_node("a")
-    assert (err.value.status, err.value.retry_after, err.value.retryable) == (429, 2.0, True)
+    assert (err.value.status, err.value.retry_after, err.value.retryable) == (429, 2.0, False)
 
 
-def test_connection_errors_are_transient(wire):
+def test_connection_errors_are_named_and_final_at_this_layer(wire):
     import urllib3
 
     api, _sent, replies = wire
     replies.append(urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError(104, "reset")))
     with pytest.raises(NodeApiError) as err:
         api.get_node("a")
-    assert err.value.status is None and err.value.retryable
+    assert err.value.status is None and not err.value.retryable
     assert str(err.value).startswith("cannot reach the API server (kube-apiserver) at http://127.0.0.1:1: ")

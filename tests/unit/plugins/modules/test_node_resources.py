@@ -8,6 +8,7 @@ into a kubernetes client configuration.
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
 import yaml
@@ -269,7 +270,8 @@ def test_missing_kubernetes_library(monkeypatch, module_run):
 
 def test_secrets_are_no_log_and_docs_match_the_spec():
     spec = node_resources.argument_spec()
-    assert spec["api_key"]["no_log"] and spec["password"]["no_log"] and spec["kubeconfig"]["no_log"]
+    assert spec["api_key"]["no_log"] and spec["password"]["no_log"]
+    assert spec["kubeconfig"]["no_log"] is False  # a path is shown; a dict's credentials are hidden (test_api_server.py)
     documented = yaml.safe_load(node_resources.DOCUMENTATION)["options"]
     own = {k for k in spec if k not in k8s_auth.AUTH_ARG_SPEC}
     assert own == set(documented)
@@ -280,16 +282,50 @@ def test_secrets_are_no_log_and_docs_match_the_spec():
         assert sorted(option.get("aliases", [])) == sorted(spec[name].get("aliases", [])), name
 
 
-def test_auth_fragment_matches_the_auth_spec():
-    from ansible_collections.gpushare.k8s.plugins.doc_fragments.k8s_auth import ModuleDocFragment
+def test_auth_options_are_kubernetes_core_s_plus_request_timeout():
+    from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC as CORE
 
-    documented = yaml.safe_load(ModuleDocFragment.DOCUMENTATION)["options"]
-    assert set(documented) == set(k8s_auth.AUTH_ARG_SPEC)
-    for name, option in documented.items():
+    assert len(CORE) == 16
+    spec = node_resources.argument_spec()
+    for name, option in CORE.items():
+        if name == "kubeconfig":  # a path is no secret: ours is not no_log, so messages can name the file
+            assert spec[name] == dict(option, no_log=False)
+            continue
+        assert spec[name] == option, name
+    assert set(k8s_auth.AUTH_ARG_SPEC) == set(CORE) | {"request_timeout"}
+
+
+def test_auth_fragments_document_every_auth_option():
+    from ansible_collections.gpushare.k8s.plugins.doc_fragments.k8s_auth import ModuleDocFragment as Own
+    from ansible_collections.kubernetes.core.plugins.doc_fragments.k8s_auth_options import ModuleDocFragment as Core
+
+    core = yaml.safe_load(Core.DOCUMENTATION)["options"]
+    own = yaml.safe_load(Own.DOCUMENTATION)["options"]
+    assert set(core) | set(own) == set(k8s_auth.AUTH_ARG_SPEC) and not set(core) & set(own)
+    for name, option in own.items():
         assert option["type"] == k8s_auth.AUTH_ARG_SPEC[name]["type"], name
-        assert option.get("aliases", []) == k8s_auth.AUTH_ARG_SPEC[name].get("aliases", []), name
-        for var in k8s_auth.AUTH_ENV_VARS[name]:
-            assert var in " ".join(option["description"]), (name, var)
+        assert option.get("default") == k8s_auth.AUTH_ARG_SPEC[name].get("default"), name
+    documented = yaml.safe_load(node_resources.DOCUMENTATION)
+    assert {"kubernetes.core.k8s_auth_options", "gpushare.k8s.k8s_auth"} <= set(documented["extends_documentation_fragment"])
+
+
+def test_every_module_with_auth_options_extends_both_fragments_and_the_action_group():
+    import importlib
+    import pathlib
+
+    root = pathlib.Path(node_resources.__file__).parent
+    runtime = yaml.safe_load((root.parents[1] / "meta" / "runtime.yml").read_text())
+    group = runtime["action_groups"]["k8s"]
+    assert group[0] == {"metadata": {"extend_group": ["kubernetes.core.k8s"]}}
+    assert runtime["action_groups"]["modules"] == group[1:]  # the same modules without kubernetes.core's (request_timeout)
+    with_auth = set()
+    for path in sorted(root.glob("*.py")):
+        module = importlib.import_module("ansible_collections.gpushare.k8s.plugins.modules." + path.stem)
+        fragments = yaml.safe_load(module.DOCUMENTATION).get("extends_documentation_fragment", [])
+        if "gpushare.k8s.k8s_auth" in fragments:
+            with_auth.add(path.stem)
+            assert "kubernetes.core.k8s_auth_options" in fragments, path.stem
+    assert with_auth == set(group[1:])
 
 
 # --------------------------------------------------------------------------
@@ -321,6 +357,11 @@ def test_task_options_win_over_environment():
           "K8S_AUTH_PROXY": "http://proxy:3128"},
          {"kubeconfig": "/kc", "username": "u", "password": "p", "proxy": "http://proxy:3128"}),
         ({"K8S_AUTH_HOST": ""}, {}),
+        ({"K8S_AUTH_NO_PROXY": "localhost,.svc", "K8S_AUTH_PERSIST_CONFIG": "true"}, {"no_proxy": "localhost,.svc", "persist_config": True}),
+        ({"K8S_AUTH_IMPERSONATE_USER": "jane", "K8S_AUTH_IMPERSONATE_GROUPS": "dev,,ops"},
+         {"impersonate_user": "jane", "impersonate_groups": ["dev", "ops"]}),
+        ({"K8S_AUTH_PROXY_HEADERS_USER_AGENT": "lab/1.0", "K8S_AUTH_PROXY_HEADERS_PROXY_BASIC_AUTH": "u:p"},
+         {"proxy_headers": {"user_agent": "lab/1.0", "proxy_basic_auth": "u:p"}}),
     ],
 )
 def test_environment_fallbacks(env, expected):
@@ -419,3 +460,58 @@ def test_no_credentials_anywhere(monkeypatch, tmp_path):
     with pytest.raises(k8s_auth.K8sAuthError) as err:
         k8s_auth.build_configuration({}, environ={})
     assert str(err.value).startswith("no Kubernetes credentials found: not running in a cluster and ")
+
+
+def test_proxy_options_reach_the_client_configuration():
+    cfg = k8s_auth.build_configuration(
+        {"host": "https://h", "api_key": "t", "proxy": "http://proxy:3128", "no_proxy": "localhost,.svc",
+         "proxy_headers": {"proxy_basic_auth": "u:p", "user_agent": "lab/1.0", "basic_auth": None}},
+        environ={},
+    )
+    assert (cfg.proxy, cfg.no_proxy) == ("http://proxy:3128", "localhost,.svc")
+    assert cfg.proxy_headers == {"proxy-authorization": "Basic dTpw", "user-agent": "lab/1.0"}
+
+
+@pytest.mark.parametrize("persist", [None, False, True])
+def test_persist_config_is_passed_to_the_kubeconfig_loader(tmp_path, monkeypatch, persist):
+    path = tmp_path / "kubeconfig.yaml"
+    path.write_text(yaml.safe_dump(KUBECONFIG))
+    seen = {}
+    real = k8s_auth.k8s_config.load_kube_config
+
+    def load(**kwargs):
+        seen.update(kwargs)
+        return real(**kwargs)
+
+    monkeypatch.setattr(k8s_auth.k8s_config, "load_kube_config", load)
+    k8s_auth.build_configuration({"kubeconfig": str(path), "persist_config": persist}, environ={})
+    assert seen["persist_config"] is bool(persist)
+
+
+ENVIRONMENTS = [
+    {"K8S_AUTH_HOST": "https://env", "K8S_AUTH_API_KEY": "t", "K8S_AUTH_CONTEXT": "c"},
+    {"K8S_AUTH_VERIFY_SSL": "no", "K8S_AUTH_SSL_CA_CERT": "/ca", "K8S_AUTH_CERT_FILE": "/c", "K8S_AUTH_KEY_FILE": "/k"},
+    {"K8S_AUTH_VALIDATE_CERTS": "off", "K8S_AUTH_CA_CERT": "/ca2", "K8S_AUTH_CLIENT_CERT": "/c2", "K8S_AUTH_CLIENT_KEY": "/k2"},
+    {"K8S_AUTH_USERNAME": "u", "K8S_AUTH_PASSWORD": "p", "K8S_AUTH_PROXY": "http://p", "K8S_AUTH_NO_PROXY": "a,b"},
+    {"K8S_AUTH_PERSIST_CONFIG": "0", "K8S_AUTH_KUBECONFIG": "/kc", "K8S_AUTH_PROXY_HEADERS_BASIC_AUTH": "x:y"},
+    {"K8S_AUTH_PERSIST_CONFIG": "yes", "K8S_AUTH_IMPERSONATE_USER": "jane", "K8S_AUTH_IMPERSONATE_GROUPS": "g1,g2,"},
+]
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_environment_is_read_as_kubernetes_core_reads_it(monkeypatch, env):
+    """kubernetes.core's own reading of K8S_AUTH_* (its client module) is the reference."""
+    from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_MAP
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client as core_client
+
+    for key in [k for k in os.environ if k.startswith("K8S_AUTH_")]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    theirs = {AUTH_ARG_MAP[key]: value for key, value in core_client._create_auth_spec().items() if value != {}}
+    headers = core_client._create_headers()
+    if "Impersonate-User" in headers:
+        theirs["impersonate_user"] = headers["Impersonate-User"]
+    if "Impersonate-Group" in headers:
+        theirs["impersonate_groups"] = headers["Impersonate-Group"]
+    assert k8s_auth.resolve_auth_params({}, environ=dict(os.environ)) == theirs
