@@ -445,8 +445,18 @@ def test_files_holding_credentials_are_private(lp):
 
 
 def guard_parameters(playbook: str) -> dict:
+    """The admission_guard role's parameters in a playbook: a `roles:` entry, or an import_role task (in a block) with vars."""
     [play] = yaml.safe_load((REPO / "playbooks" / playbook).read_text())
-    [entry] = [r for r in play["roles"] if r["role"] == "gpushare.k8s.admission_guard"]
+    entries = [dict(r) for r in play.get("roles", []) if r["role"] == "gpushare.k8s.admission_guard"]
+
+    def walk(tasks):
+        for task in tasks or []:
+            walk(task.get("block"))
+            if (task.get("ansible.builtin.import_role") or {}).get("name") == "gpushare.k8s.admission_guard":
+                entries.append(task.get("vars") or {})
+
+    walk(play.get("tasks"))
+    [entry] = entries
     return {key: value for key, value in entry.items() if key.startswith("admission_guard_") and key != "admission_guard_state"}
 
 
