@@ -262,6 +262,24 @@ class BenchError(Exception):
     pass
 
 
+def create_pods_until_bound(core, namespace, bodies, timeout, interval):
+    """Create ``bodies`` (16 at a time) and wait until the scheduler has bound every Pod of ``namespace``.
+
+    Returns the seconds until all were created and until all were bound, both from the start.
+    """
+    start = time.perf_counter()
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda body: core.create_namespaced_pod(namespace, body, _preload_content=False).data, bodies))
+    created = time.perf_counter() - start
+    while True:
+        pending = json.loads(core.list_namespaced_pod(namespace, field_selector="spec.nodeName=", _preload_content=False).data)["items"]
+        if not pending:
+            return created, time.perf_counter() - start
+        if time.perf_counter() - start > timeout:
+            raise BenchError("%d Pods still unbound after %d s" % (len(pending), timeout))
+        time.sleep(interval)
+
+
 def _tail(path, lines=15):
     try:
         return "".join(Path(path).read_text(errors="replace").splitlines(True)[-lines:])
@@ -840,19 +858,7 @@ def schedule_pods(api, namespace, count, selector_value):
                          "containers": [{"name": "work", "image": "registry.k8s.io/pause:3.10",
                                          "resources": {"limits": {RESOURCE: "1"}}}]}}
 
-    bodies = [pod(i) for i in range(count)]
-    start = time.perf_counter()
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda body: api.create_namespaced_pod(namespace, body, _preload_content=False).data, bodies))
-    created = time.perf_counter() - start
-    while True:
-        pending = json.loads(api.list_namespaced_pod(namespace, field_selector="spec.nodeName=", _preload_content=False).data)["items"]
-        if not pending:
-            break
-        if time.perf_counter() - start > 900:
-            raise BenchError("%d Pods still unbound after 900 s" % len(pending))
-        time.sleep(0.2)
-    bound = time.perf_counter() - start
+    created, bound = create_pods_until_bound(api, namespace, [pod(i) for i in range(count)], timeout=900, interval=0.2)
     pods = json.loads(api.list_namespaced_pod(namespace, _preload_content=False).data)["items"]
     per_node = {}
     for p in pods:
@@ -1006,19 +1012,7 @@ def dra_claims(api_client, namespace, count, template, device_class, expression=
                 "spec": {"terminationGracePeriodSeconds": 0, "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
                          "containers": [{"name": "work", "image": "registry.k8s.io/pause:3.10", "resources": {"claims": [{"name": "gpu"}]}}]}}
 
-    bodies = [pod(i) for i in range(count)]
-    start = time.perf_counter()
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda body: core.create_namespaced_pod(namespace, body, _preload_content=False).data, bodies))
-    created = time.perf_counter() - start
-    while True:
-        pending = json.loads(core.list_namespaced_pod(namespace, field_selector="spec.nodeName=", _preload_content=False).data)["items"]
-        if not pending:
-            break
-        if time.perf_counter() - start > 1200:
-            raise BenchError("%d Pods still unbound after 1200 s" % len(pending))
-        time.sleep(0.5)
-    bound = time.perf_counter() - start
+    created, bound = create_pods_until_bound(core, namespace, [pod(i) for i in range(count)], timeout=1200, interval=0.5)
     claims = json.loads(resource.list_namespaced_resource_claim(namespace, _preload_content=False).data)["items"]
     devices = [(r["pool"], r["device"]) for c in claims for r in c.get("status", {}).get("allocation", {}).get("devices", {}).get("results", [])]
     return created, bound, devices

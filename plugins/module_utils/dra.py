@@ -46,13 +46,13 @@ try:
     from .cluster_objects import ApiCallError, call_json, list_pages
     from .errors import InputError
     from .gpu_features import gpu_memory_mib
-    from .node_status import parse_quantity
+    from .quantity import parse_quantity
 except ImportError:  # loaded as plain modules, next to each other
     import mig as _mig  # type: ignore[no-redef]
     from cluster_objects import ApiCallError, call_json, list_pages  # type: ignore[no-redef]
     from errors import InputError  # type: ignore[no-redef]
     from gpu_features import gpu_memory_mib  # type: ignore[no-redef]
-    from node_status import parse_quantity  # type: ignore[no-redef]
+    from quantity import parse_quantity  # type: ignore[no-redef]
 
 
 __all__ = [
