@@ -83,12 +83,22 @@ lint: setup
 	ansible-lint --profile production
 
 # The static checks first (a minute; a lint error should not wait for the live tests),
-# then unit and live-cluster tests (pytest, the slowest listed at the end), then the
-# molecule scenario (its own cluster).
+# then the unit tests (two workers), then the live-cluster tests (pytest, the slowest
+# listed at the end) with the molecule scenario beside them: it runs on a cluster of its
+# own (gpushare-molecule), and the live tests, one lab run at a time, leave a core idle.
+# Its output is shown once both have ended; either failing fails the target.
+MOLECULE_LOG := $(CURDIR)/tests/output/molecule.log
 test: cluster
 	$(MAKE) --no-print-directory sanity lint
-	$(PYTEST) --durations=15 tests/unit tests/integration
-	$(MAKE) --no-print-directory molecule
+	$(PYTEST) -n 2 tests/unit
+	@mkdir -p $(dir $(MOLECULE_LOG))
+	@echo "[test] molecule runs beside the live tests; its output: $(MOLECULE_LOG)"
+	@molecule test > $(MOLECULE_LOG) 2>&1 & molecule=$$!; \
+	  $(PYTEST) --durations=15 tests/integration; pytest_rc=$$?; \
+	  wait $$molecule; molecule_rc=$$?; \
+	  cat $(MOLECULE_LOG); \
+	  echo "[test] live tests exit $$pytest_rc, molecule exit $$molecule_rc"; \
+	  test $$pytest_rc -eq 0 && test $$molecule_rc -eq 0
 
 build: setup
 	ansible-galaxy collection build --force --output-path $(CURDIR)

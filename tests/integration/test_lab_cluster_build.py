@@ -82,12 +82,12 @@ def test_a_failed_build_shows_the_last_lines_of_its_log(tmp_path):
 
 
 def test_a_slow_build_shows_a_line_with_the_time_so_far_while_it_runs(tmp_path):
-    """A 9 s fake build with a 2 s heartbeat: the lines arrive while the task runs, each naming the component and the
+    """A 15 s fake build with a 2 s heartbeat: the lines arrive while the task runs, each naming the component and the
     time so far, at most a heartbeat (plus a loaded machine's slack) apart."""
     cache = cached(tmp_path / "cache", "etcd", "kubernetes")
     fake = tmp_path / "bin" / "go"
     fake.parent.mkdir()
-    fake.write_text(FAKE_GO.format(seconds=9))
+    fake.write_text(FAKE_GO.format(seconds=15))  # long enough for 4 heartbeats on a loaded machine
     fake.chmod(0o755)
     env = subprocess_env(PATH=f"{fake.parent}:{VENV_BIN}:/usr/bin:/bin")
     proc = subprocess.Popen(command(cache, lab_cluster_build_heartbeat=2), cwd=REPO, stdout=subprocess.PIPE,
