@@ -264,16 +264,3 @@ def run_objects_info(params, check_mode=False):
         result["warnings"] = module.warnings
     return result
 
-
-def preload():
-    """Import now what the first call would import lazily (kubernetes.client loads its API classes on first use).
-
-    The action plugins call it when ansible-core imports them in the controller, so the worker forked for
-    each task inherits the loaded modules.
-    """
-    if HAS_KUBERNETES:
-        from kubernetes import client as k8s_client
-        from kubernetes import config as k8s_config  # noqa: F401 pylint: disable=unused-import
-
-        for name in ("ApiClient", "Configuration", "CoreV1Api", "V1DeleteOptions", "VersionApi"):
-            getattr(k8s_client, name)

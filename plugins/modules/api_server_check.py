@@ -104,8 +104,8 @@ def argument_spec():
     return spec
 
 
-def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+def main(module_class=AnsibleModule):
+    module = module_class(argument_spec=argument_spec(), supports_check_mode=True)
     hide_kubeconfig_credentials(module)
     try:
         errors, info = api_server_errors(module.params, fix=module.params["fix"])

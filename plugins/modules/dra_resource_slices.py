@@ -253,8 +253,8 @@ def _node(entry):
     return node
 
 
-def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+def main(module_class=AnsibleModule):
+    module = module_class(argument_spec=argument_spec(), supports_check_mode=True)
     if not HAS_KUBERNETES:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     params = module.params

@@ -143,8 +143,8 @@ def _summary(nodes):
     return summary
 
 
-def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+def main(module_class=AnsibleModule):
+    module = module_class(argument_spec=argument_spec(), supports_check_mode=True)
     hide_kubeconfig_credentials(module)
     if not HAS_KUBERNETES:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)

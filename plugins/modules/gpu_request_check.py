@@ -206,8 +206,8 @@ def _source(module):
     return None  # not reached
 
 
-def main():
-    module = AnsibleModule(
+def main(module_class=AnsibleModule):
+    module = module_class(
         argument_spec=dict(
             path=dict(type="path"),
             content=dict(type="str"),

@@ -245,8 +245,8 @@ def build_diff(results):
     return {"before": before, "after": after}
 
 
-def main():
-    module = AnsibleModule(
+def main(module_class=AnsibleModule):
+    module = module_class(
         argument_spec=argument_spec(),
         mutually_exclusive=[("name", "label_selector")],
         required_one_of=[("name", "label_selector")],

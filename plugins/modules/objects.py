@@ -138,8 +138,8 @@ from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_objects import (
 )
 
 
-def main():
-    module = AnsibleModule(argument_spec=OBJECTS_ARG_SPEC, mutually_exclusive=OBJECTS_MUTUALLY_EXCLUSIVE, supports_check_mode=True)
+def main(module_class=AnsibleModule):
+    module = module_class(argument_spec=OBJECTS_ARG_SPEC, mutually_exclusive=OBJECTS_MUTUALLY_EXCLUSIVE, supports_check_mode=True)
     hide_kubeconfig_credentials(module)
     result = run_objects(module.params, check_mode=module.check_mode, diff=module._diff)
     if result.pop("failed", False):

@@ -145,8 +145,8 @@ from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_objects import (
 )
 
 
-def main():
-    module = AnsibleModule(
+def main(module_class=AnsibleModule):
+    module = module_class(
         argument_spec=OBJECTS_INFO_ARG_SPEC,
         mutually_exclusive=OBJECTS_INFO_MUTUALLY_EXCLUSIVE,
         required_one_of=OBJECTS_INFO_REQUIRED_ONE_OF,

@@ -289,8 +289,8 @@ def root_ca(core, namespace):
     return base64.b64encode(data["ca.crt"].encode("utf-8")).decode("ascii") if data.get("ca.crt") else None
 
 
-def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+def main(module_class=AnsibleModule):
+    module = module_class(argument_spec=argument_spec(), supports_check_mode=True)
     hide_kubeconfig_credentials(module)
     params = module.params
     path = params["path"]

@@ -2,44 +2,139 @@
 # Copyright: contributors to the gpushare.k8s collection
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""Base of the collection's action plugins that do a module's work in the controller.
+"""Run one of the collection's modules in the controller: the base of its action plugins.
 
 ansible-core imports an action plugin's Python module once per playbook run, in the controller,
-before it forks the worker of each task; a task then costs a fork and the API calls (milliseconds)
-instead of a new Python process that imports ``kubernetes`` (0.7-0.9 s). A subclass names its
-module, the argument spec and the function that does the work (``module_utils``, shared with the
-module file). When the task's connection is not local (a task delegated to a bastion that holds the
-kubeconfig), the module runs on that host instead, with the same code.
+before it forks the worker of each task. The action plugin of a module imports that module's file
+(and with it ``kubernetes`` and the module_utils), so a task costs a fork and the API calls
+(milliseconds) instead of a new Python process that imports ``kubernetes`` (0.7-0.9 s).
 
-Setting the variable ``gpushare_in_controller: false`` runs the module on every connection (the
-benchmarks compare both ways).
+The module's own ``main()`` runs, with :class:`ControllerModule` in place of ``AnsibleModule``:
+the same argument spec and checks, the same code, the same result. When the task's connection is
+not local (a task delegated to a bastion that holds the kubeconfig), the module runs on that host
+as any module does. The variable ``gpushare_in_controller: false`` runs it as a module everywhere
+(the benchmarks compare both ways).
 """
 
 from __future__ import annotations
+
+import importlib
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.parameters import remove_values
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
+COLLECTION = "gpushare.k8s"
 LOCAL_CONNECTIONS = frozenset(("local", "ansible.builtin.local"))
 
 
+class ModuleDone(Exception):
+    """The module called exit_json or fail_json: its result."""
+
+    def __init__(self, result):
+        super().__init__(result.get("msg", ""))
+        self.result = result
+
+
+class ControllerModule:
+    """The part of ``AnsibleModule`` the collection's modules use, returning through :class:`ModuleDone`.
+
+    A subclass made by :func:`bound_module` carries the task's arguments, check mode and diff mode.
+    """
+
+    task_args: dict = {}
+    task_check_mode = False
+    task_diff = False
+    task_name = ""
+
+    def __init__(self, argument_spec, mutually_exclusive=None, required_together=None, required_one_of=None,
+                 required_if=None, required_by=None, supports_check_mode=False, **_ignored):
+        self.check_mode = self.task_check_mode
+        self._diff = self.task_diff
+        self._name = self.task_name
+        self.warnings = []
+        self.no_log_values = set()
+        validated = ArgumentSpecValidator(
+            argument_spec,
+            mutually_exclusive=mutually_exclusive,
+            required_together=required_together,
+            required_one_of=required_one_of,
+            required_if=required_if,
+            required_by=required_by,
+        ).validate(dict(self.task_args))
+        self.no_log_values.update(validated._no_log_values)
+        self.params = validated.validated_parameters
+        if validated.error_messages:
+            self.fail_json(msg="; ".join(validated.error_messages))
+        if self.check_mode and not supports_check_mode:
+            raise ModuleDone(dict(skipped=True, msg="remote module (%s) does not support check mode" % self._name))
+
+    def warn(self, warning):
+        self.warnings.append(warning)
+
+    def deprecate(self, msg, **_kwargs):
+        self.warnings.append(msg)
+
+    def debug(self, _msg):
+        return None
+
+    def _done(self, result):
+        if self.warnings:
+            result.setdefault("warnings", []).extend(self.warnings)
+        raise ModuleDone(remove_values(result, self.no_log_values))
+
+    def exit_json(self, **kwargs):
+        self._done(dict(kwargs))
+
+    def fail_json(self, msg, **kwargs):
+        self._done(dict(kwargs, msg=msg, failed=True))
+
+
+def bound_module(args, check_mode, diff, name):
+    """A ControllerModule class that carries one task's arguments (``main(module_class=...)`` instantiates it)."""
+    return type("BoundControllerModule", (ControllerModule,), dict(
+        task_args=args, task_check_mode=check_mode, task_diff=diff, task_name=name))
+
+
+def import_module_file(name):
+    """The collection's module file ``name``, imported as Python (its main() and its module_utils)."""
+    return importlib.import_module("ansible_collections.gpushare.k8s.plugins.modules.%s" % name)
+
+
+def preload(name):
+    """Import module file ``name`` now, and what ``kubernetes.client`` would import lazily at its first use.
+
+    Called when ansible-core imports an action plugin in the controller, so that every task's forked worker
+    inherits the loaded modules instead of importing them again.
+    """
+    module_file = import_module_file(name)
+    try:
+        from kubernetes import client as k8s_client
+    except ImportError:
+        return module_file
+    for attribute in ("ApiClient", "Configuration", "CoreV1Api", "VersionApi", "V1DeleteOptions"):
+        getattr(k8s_client, attribute)
+    return module_file
+
+
+def run_in_process(module_file, args, check_mode=False, diff=False):
+    """Run ``module_file.main`` with these arguments in this process; return its result."""
+    module_class = bound_module(args, check_mode, diff, module_file.__name__.rsplit(".", 1)[-1])
+    try:
+        module_file.main(module_class=module_class)
+    except ModuleDone as done:
+        return done.result
+    return dict(failed=True, msg="%s returned without a result" % module_file.__name__)
+
+
 class ControllerAction(ActionBase):
-    """Validate the task's arguments with the module's spec, then run the module's function here."""
+    """Run the module named ``MODULE`` (this collection's) here when the connection is local."""
 
     _supports_check_mode = True
     _supports_async = False
 
-    MODULE = ""  # the module's FQCN, run instead on a host that is not the controller
-    ARGUMENT_SPEC: dict = {}
-    MUTUALLY_EXCLUSIVE: list = []
-    REQUIRED_ONE_OF: list = []
-    SUPPORTS_DIFF = True
-
-    def work(self, params, check_mode, diff):
-        """Return the task's result for validated ``params``."""
-        raise NotImplementedError
+    MODULE = ""
 
     def _runs_here(self, task_vars):
         if not boolean(task_vars.get("gpushare_in_controller", True), strict=False):
@@ -51,21 +146,9 @@ class ControllerAction(ActionBase):
         result = super().run(tmp, task_vars)
         del tmp
         if not self._runs_here(task_vars):
-            result.update(self._execute_module(module_name=self.MODULE, module_args=self._task.args, task_vars=task_vars))
+            result.update(self._execute_module(module_name="%s.%s" % (COLLECTION, self.MODULE),
+                                               module_args=self._task.args, task_vars=task_vars))
             return result
-        validator = ArgumentSpecValidator(
-            self.ARGUMENT_SPEC,
-            mutually_exclusive=self.MUTUALLY_EXCLUSIVE or None,
-            required_one_of=self.REQUIRED_ONE_OF or None,
-        )
-        validated = validator.validate(self._task.args)
-        if validated.error_messages:
-            result.update(failed=True, msg="%s: %s" % (self.MODULE, "; ".join(validated.error_messages)))
-            return result
-        outcome = self.work(
-            validated.validated_parameters,
-            check_mode=bool(self._task.check_mode),
-            diff=bool(self._task.diff) and self.SUPPORTS_DIFF,
-        )
-        result.update(remove_values(outcome, validated._no_log_values))
+        result.update(run_in_process(import_module_file(self.MODULE), self._task.args,
+                                     check_mode=bool(self._task.check_mode), diff=bool(self._task.diff)))
         return result
