@@ -22,6 +22,7 @@ import importlib
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.parameters import remove_values
+from ansible.module_utils.errors import UnsupportedError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
@@ -65,8 +66,11 @@ class ControllerModule:
         ).validate(dict(self.task_args))
         self.no_log_values.update(validated._no_log_values)
         self.params = validated.validated_parameters
-        if validated.error_messages:
-            self.fail_json(msg="; ".join(validated.error_messages))
+        if validated.error_messages:  # AnsibleModule's message: the first error, unknown options named as such
+            msg = validated.errors.msg
+            if isinstance(validated.errors[0], UnsupportedError):
+                msg = "Unsupported parameters for (%s) module: %s" % (self._name, msg)
+            self.fail_json(msg=msg)
         if self.check_mode and not supports_check_mode:
             raise ModuleDone(dict(skipped=True, msg="remote module (%s) does not support check mode" % self._name))
 

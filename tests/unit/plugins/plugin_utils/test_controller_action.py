@@ -1,0 +1,97 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""A module's main() run in the controller returns what the same main() returns under ansible-core's AnsibleModule.
+
+Each case runs the module twice with the same arguments: once under the real AnsibleModule (its exit and fail
+caught), once through run_in_process (the action plugins' path), and compares the results.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.gpushare.k8s.plugins.plugin_utils.controller_action import import_module_file, run_in_process
+
+
+class _Exit(Exception):
+    def __init__(self, result):
+        super().__init__(result.get("msg"))
+        self.result = result
+
+
+def under_ansible_module(monkeypatch, module_file, args, check_mode=False, diff=False):
+    def exit_json(self, **result):
+        raise _Exit(result)
+
+    def fail_json(self, msg, **result):
+        raise _Exit(dict(result, msg=msg, failed=True))
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    internal = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
+    with patch_module_args(internal):
+        with pytest.raises(_Exit) as done:
+            module_file.main()
+    result = done.value.result
+    result.pop("invocation", None)
+    if "msg" in result:  # outside an AnsiballZ run AnsibleModule names itself after its own file
+        result["msg"] = result["msg"].replace("(basic.py)", "(%s)" % module_file.__name__.rsplit(".", 1)[-1])
+    return result
+
+
+def both(monkeypatch, name, args, **modes):
+    module_file = import_module_file(name)
+    return under_ansible_module(monkeypatch, module_file, args, **modes), run_in_process(module_file, args, **modes)
+
+
+def test_files_writes_and_reports_the_same(monkeypatch, tmp_path):
+    args = {"files": [{"dest": str(tmp_path / "a" / "one.txt"), "content": "one\n"}]}
+    module_result = under_ansible_module(monkeypatch, import_module_file("files"), args, diff=True)
+    (tmp_path / "a" / "one.txt").unlink()
+    controller_result = run_in_process(import_module_file("files"), args, diff=True)
+    assert controller_result == module_result
+    assert controller_result["changed"] and (tmp_path / "a" / "one.txt").read_text() == "one\n"
+    assert controller_result["diff"][0]["after"] == "one\n"
+
+
+@pytest.mark.parametrize("args, expected", [
+    ({}, "missing required arguments: files"),
+    ({"files": [{"dest": "/tmp/x"}]}, "missing required arguments: content found in files"),
+    ({"files": [], "colour": "red"}, "Unsupported parameters for (files) module: colour"),
+])
+def test_bad_arguments_fail_with_ansible_modules_message(monkeypatch, args, expected):
+    module_result, controller_result = both(monkeypatch, "files", args)
+    assert controller_result == module_result
+    assert controller_result["failed"] and controller_result["msg"].startswith(expected), controller_result
+
+
+def test_check_mode_writes_nothing_on_either_path(monkeypatch, tmp_path):
+    args = {"files": [{"dest": str(tmp_path / "two.txt"), "content": "two\n"}]}
+    module_result, controller_result = both(monkeypatch, "files", args, check_mode=True)
+    assert controller_result == module_result
+    assert controller_result["changed"] and not (tmp_path / "two.txt").exists()
+
+
+def test_a_missing_kubeconfig_is_the_same_message(monkeypatch, tmp_path):
+    args = {"kubeconfig": str(tmp_path / "nope.yaml")}
+    module_result, controller_result = both(monkeypatch, "api_server_check", args)
+    assert controller_result == module_result
+    assert controller_result["failed"] and "nope.yaml does not exist" in controller_result["msg"], controller_result
+
+
+def test_credentials_of_a_kubeconfig_dict_are_masked_in_the_controller_too(tmp_path):
+    kubeconfig = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "s3cr3t-token-value"}}],
+    }
+    result = run_in_process(import_module_file("api_server_check"), {"kubeconfig": kubeconfig, "request_timeout": 1,
+                                                                       "fix": "token s3cr3t-token-value"})
+    assert result["failed"]
+    assert "s3cr3t-token-value" not in repr(result), result
