@@ -37,8 +37,10 @@ else:
     KUBERNETES_IMPORT_ERROR = None
 
 try:
+    from .errors import ApiCallError
     from .k8s_auth import is_timeout
 except ImportError:  # loaded as a plain module, next to k8s_auth.py
+    from errors import ApiCallError  # type: ignore[no-redef]
     from k8s_auth import is_timeout  # type: ignore[no-redef]
 
 
@@ -67,26 +69,6 @@ LISTABLE_KINDS = tuple(sorted(_KINDS))
 
 class ClusterReadError(Exception):
     """A LIST the API server refused or could not answer."""
-
-
-class ApiCallError(Exception):
-    """An API call failed. ``status`` is the HTTP status, ``None`` for a network error or a bad reply.
-
-    ``timed_out`` says the API server accepted the connection but sent no answer within the request timeout:
-    retrying at once would only wait again.
-    """
-
-    def __init__(self, status, message, retry_after=None, timed_out=False):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.retry_after = retry_after
-        self.timed_out = timed_out
-
-    def __str__(self):
-        if self.status is None:
-            return self.message
-        return "HTTP {0}: {1}".format(self.status, self.message)
 
 
 def _api_exception_error(exc, error):

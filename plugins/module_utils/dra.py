@@ -37,20 +37,13 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 try:
-    from kubernetes import client as k8s_client
-except ImportError:
-    k8s_client = None
-
-try:
     from . import mig as _mig
-    from .cluster_objects import ApiCallError, call_json, list_pages
-    from .errors import InputError
+    from .errors import ApiCallError, InputError
     from .gpu_features import gpu_memory_mib
     from .quantity import parse_quantity
 except ImportError:  # loaded as plain modules, next to each other
     import mig as _mig  # type: ignore[no-redef]
-    from cluster_objects import ApiCallError, call_json, list_pages  # type: ignore[no-redef]
-    from errors import InputError  # type: ignore[no-redef]
+    from errors import ApiCallError, InputError  # type: ignore[no-redef]
     from gpu_features import gpu_memory_mib  # type: ignore[no-redef]
     from quantity import parse_quantity  # type: ignore[no-redef]
 
@@ -429,10 +422,31 @@ def _view(slices):
 # --------------------------------------------------------------------------
 
 
+def _client_calls():
+    """``kubernetes.client`` and the calls of cluster_objects, imported on first use: the filters of the DRA track
+    read this file, and a filter must not cost the import of the Kubernetes client."""
+    from kubernetes import client as k8s_client
+
+    try:
+        from .cluster_objects import call_json, list_pages
+    except ImportError:  # loaded as plain modules, next to each other
+        from cluster_objects import call_json, list_pages  # type: ignore[no-redef]
+    return k8s_client, call_json, list_pages
+
+
+def list_pages(*args, **kwargs):
+    return _client_calls()[2](*args, **kwargs)
+
+
+def call_json(*args, **kwargs):
+    return _client_calls()[1](*args, **kwargs)
+
+
 class ResourceSliceApi:
     """The calls :func:`apply_resource_slices` makes, on a ``kubernetes.client.ApiClient`` (tests pass a fake)."""
 
     def __init__(self, api_client, request_timeout=None):
+        k8s_client = _client_calls()[0]
         self._resource = k8s_client.ResourceV1Api(api_client)
         self._core = k8s_client.CoreV1Api(api_client)
         self._timeout = request_timeout

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-__all__ = ["InputError"]
+__all__ = ["ApiCallError", "InputError"]
 
 
 class InputError(ValueError):
@@ -18,3 +18,23 @@ class InputError(ValueError):
         self.fix = fix
         self.message = "%s: %s. Fix: %s" % (path, problem, fix)
         super().__init__(self.message)
+
+
+class ApiCallError(Exception):
+    """An API call failed. ``status`` is the HTTP status, ``None`` for a network error or a bad reply.
+
+    ``timed_out`` says the API server accepted the connection but sent no answer within the request timeout:
+    retrying at once would only wait again.
+    """
+
+    def __init__(self, status, message, retry_after=None, timed_out=False):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.retry_after = retry_after
+        self.timed_out = timed_out
+
+    def __str__(self):
+        if self.status is None:
+            return self.message
+        return "HTTP {0}: {1}".format(self.status, self.message)
