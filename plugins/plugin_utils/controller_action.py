@@ -28,6 +28,8 @@ from ansible.plugins.action import ActionBase
 
 COLLECTION = "gpushare.k8s"
 LOCAL_CONNECTIONS = frozenset(("local", "ansible.builtin.local"))
+FILTER_FILES = ("control_plane", "dra", "gpu_features", "gpu_operator", "gpushare", "guards", "lab_report", "manifests",
+                "preflight", "quota", "rbac")
 
 
 class ModuleDone(Exception):
@@ -113,6 +115,10 @@ def preload(name):
     inherits the loaded modules instead of importing them again.
     """
     module_file = import_module_file(name)
+    # The filter files too: a task's first gpushare.k8s filter loads all of them, in the task's worker unless the
+    # controller holds them already.
+    for filter_file in FILTER_FILES:
+        importlib.import_module("ansible_collections.%s.plugins.filter.%s" % (COLLECTION, filter_file))
     try:
         from kubernetes import client as k8s_client
     except ImportError:

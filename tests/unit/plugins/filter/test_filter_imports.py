@@ -24,3 +24,9 @@ def test_a_filter_file_does_not_import_kubernetes(name):
                           env={"PYTHONPATH": str(REPO / ".collections"), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]", "%s imports %s" % (name, proc.stdout.strip()[:200])
+
+
+def test_the_controller_preloads_every_filter_file():
+    from ansible_collections.gpushare.k8s.plugins.plugin_utils.controller_action import FILTER_FILES
+
+    assert sorted(FILTER_FILES) == FILTERS
