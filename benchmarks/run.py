@@ -601,12 +601,12 @@ def verify_lab(root):
     return problems
 
 
-def run_lab_playbook(env, cluster, root, tag):
+def run_lab_playbook(env, cluster, root, tag, extra_args=()):
     timings = env.work / ("timings-%s.json" % tag)
     extra = dict(TIMINGS_ENV, BENCH_TIMINGS_FILE=str(timings))
     spawn = time.time()
     seconds, rc, log = env.run(["ansible-playbook", "playbooks/lab.yml", "-e", "gpushare_cluster_name=" + cluster,
-                                "-e", "gpushare_lab_root=" + str(root)], tag, env=extra, check=False)
+                                "-e", "gpushare_lab_root=" + str(root)] + list(extra_args), tag, env=extra, check=False)
     finish = time.time()
     counts = recap(log)
     if rc != 0 or counts is None:
@@ -621,7 +621,9 @@ def section_lab(env, args, clusters):
     profiles = {"first": [], "rerun": []}
     kubectl_env = {"KUBECTL": env.kubectl, "PYTHON": PYTHON}
     for i in range(args.runs):
-        order = ("lab", "kubectl") if i % 2 == 0 else ("kubectl", "lab")
+        # "modules": the same lab with gpushare_in_controller=false, every module of the collection in its own process
+        # (the path of a task delegated to another host), against the default: in the controller.
+        order = ("lab", "kubectl", "modules") if i % 2 == 0 else ("modules", "kubectl", "lab")
         for what in order:
             cluster = "%s-%s" % (args.prefix, what)
             root = env.work / ("%s-%d" % (what, i + 1))
@@ -646,6 +648,18 @@ def section_lab(env, args, clusters):
                 say("%s run %d/%d lab     first %s (ok=%d changed=%d), re-run %s (ok=%d changed=%d), make cluster (running) %s%s"
                     % (stamp(), i + 1, args.runs, fmt(first, "s"), counts1[0], counts1[1], fmt(rerun, "s"), counts2[0], counts2[1],
                        fmt(reuse, "s"), "" if not problems else "  PROBLEMS: " + "; ".join(problems)))
+            elif what == "modules":
+                as_modules = ("-e", "gpushare_in_controller=false")
+                first, _counts1, _prof = run_lab_playbook(env, cluster, root, "modules-first-%d" % (i + 1), as_modules)
+                problems = verify_lab(root)
+                rerun, counts2, _prof = run_lab_playbook(env, cluster, root, "modules-rerun-%d" % (i + 1), as_modules)
+                problems += verify_lab(root)
+                if counts2[1] != 0:
+                    problems.append("re-run reported changed=%d (not idempotent)" % counts2[1])
+                RESULTS.add("modules.first", first, "lab playbook as modules (gpushare_in_controller=false), first run")
+                RESULTS.add("modules.rerun", rerun, "lab playbook as modules (gpushare_in_controller=false), re-run")
+                say("%s run %d/%d modules first %s, re-run %s%s"
+                    % (stamp(), i + 1, args.runs, fmt(first, "s"), fmt(rerun, "s"), "" if not problems else "  PROBLEMS: " + "; ".join(problems)))
             else:
                 kubeconfig = clusters.kubeconfig(cluster)
                 script = ["bash", BENCH / "baseline-kubectl.sh", kubeconfig, root]
@@ -661,7 +675,9 @@ def section_lab(env, args, clusters):
                 RESULTS.failures.append("lab run %d (%s): %s" % (i + 1, what, "; ".join(problems)))
             deleted = clusters.delete(cluster)
             RESULTS.add("setup.cluster_delete", deleted, "remove a cluster (cluster.yml lab_cluster_state=absent)")
-    show("lab.first", "lab.rerun", "kubectl.first", "kubectl.rerun")
+    show("lab.first", "lab.rerun", "modules.first", "modules.rerun", "kubectl.first", "kubectl.rerun")
+    RESULTS.ratio("lab as modules / lab in the controller, first run", "modules.first", "lab.first")
+    RESULTS.ratio("lab as modules / lab in the controller, re-run", "modules.rerun", "lab.rerun")
     RESULTS.ratio("lab first run / kubectl script first run", "lab.first", "kubectl.first", "<= 2x", lambda v: v <= 2.0)
     RESULTS.ratio("lab re-run / kubectl script re-run", "lab.rerun", "kubectl.rerun", "< 1x (faster)", lambda v: v < 1.0)
     RESULTS.ratio("lab re-run / kubectl script first run", "lab.rerun", "kubectl.first")
