@@ -263,4 +263,3 @@ def run_objects_info(params, check_mode=False):
     if module.warnings:
         result["warnings"] = module.warnings
     return result
-

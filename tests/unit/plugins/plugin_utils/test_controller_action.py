@@ -91,7 +91,7 @@ def test_credentials_of_a_kubeconfig_dict_are_masked_in_the_controller_too(tmp_p
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
         "users": [{"name": "u", "user": {"token": "s3cr3t-token-value"}}],
     }
-    result = run_in_process(import_module_file("api_server_check"), {"kubeconfig": kubeconfig, "request_timeout": 1,
-                                                                       "fix": "token s3cr3t-token-value"})
+    args = {"kubeconfig": kubeconfig, "request_timeout": 1, "fix": "token s3cr3t-token-value"}
+    result = run_in_process(import_module_file("api_server_check"), args)
     assert result["failed"]
     assert "s3cr3t-token-value" not in repr(result), result
