@@ -32,8 +32,12 @@ FILTER_FILES = ("control_plane", "dra", "gpu_features", "gpu_operator", "gpushar
                 "preflight", "quota", "rbac")
 
 
-class ModuleDone(Exception):
-    """The module called exit_json or fail_json: its result."""
+class ModuleDone(BaseException):
+    """The module called exit_json or fail_json: its result.
+
+    A BaseException, as the SystemExit that AnsibleModule's exit_json raises: a module's ``except Exception``
+    around its work must not catch its own exit.
+    """
 
     def __init__(self, result):
         super().__init__(result.get("msg", ""))

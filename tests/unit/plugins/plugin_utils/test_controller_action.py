@@ -95,3 +95,15 @@ def test_credentials_of_a_kubeconfig_dict_are_masked_in_the_controller_too(tmp_p
     result = run_in_process(import_module_file("api_server_check"), args)
     assert result["failed"]
     assert "s3cr3t-token-value" not in repr(result), result
+
+
+def test_an_exit_inside_the_modules_own_except_exception_still_ends_the_run():
+    from ansible_collections.gpushare.k8s.plugins.plugin_utils.controller_action import bound_module
+
+    module = bound_module({}, False, False, "probe")(argument_spec={})
+    try:
+        module.exit_json(changed=False, answer=42)
+    except Exception:  # pylint: disable=broad-except
+        raise AssertionError("exit_json was caught as an Exception, as gpu_operator_wait's handler would")
+    except BaseException as done:  # pylint: disable=broad-except
+        assert done.result == {"changed": False, "answer": 42}
