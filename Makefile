@@ -88,15 +88,18 @@ lint: setup
 # own (gpushare-molecule), and the live tests, one lab run at a time, leave a core idle.
 # Its output is shown once both have ended; either failing fails the target.
 MOLECULE_LOG := $(CURDIR)/tests/output/molecule.log
+LIVE_LOG := $(CURDIR)/tests/output/live-tests.log
 test: cluster
 	$(MAKE) --no-print-directory sanity lint
 	$(PYTEST) -n 2 tests/unit
 	@mkdir -p $(dir $(MOLECULE_LOG))
 	@echo "[test] molecule runs beside the live tests; its output: $(MOLECULE_LOG)"
 	@molecule test > $(MOLECULE_LOG) 2>&1 & molecule=$$!; \
-	  $(PYTEST) --durations=15 tests/integration; pytest_rc=$$?; \
+	  $(PYTEST) --durations=15 tests/integration 2>&1 | tee $(LIVE_LOG); pytest_rc=$${PIPESTATUS[0]}; \
 	  wait $$molecule; molecule_rc=$$?; \
 	  cat $(MOLECULE_LOG); \
+	  echo "[test] the live tests' summary (all of it above and in $(LIVE_LOG)):"; \
+	  sed -n '/slowest .*durations/,$$p' $(LIVE_LOG) | cut -c1-400; \
 	  echo "[test] live tests exit $$pytest_rc, molecule exit $$molecule_rc"; \
 	  test $$pytest_rc -eq 0 && test $$molecule_rc -eq 0
 
