@@ -15,6 +15,11 @@
 #                             gpu_requests.py, check_request.py; default: found
 #                             relative to this script)
 #
+#   VERIFY=1                  also verify as the playbook does (benchmarks/baseline-kubectl-fair.sh
+#                             sets it): the API server answers and the nodes exist before
+#                             anything is written, each write is read back and compared,
+#                             and each placed Pod's node advertises what the Pod asks for.
+#
 # Step 6 (bin/check-request.sh) is the lab's own program: the script installs a
 # wrapper around the collection's check_request.py and self-tests it once, as the
 # playbook does; the request rule is not re-implemented in shell.
@@ -34,6 +39,34 @@ wait_scheduled() { local ns=$1; shift; k wait -n "$ns" --for=condition=PodSchedu
 # pod_nodes NAMESPACE POD...: "<pod>=<node>" lines, in the order given.
 pod_nodes() { local ns=$1; shift; k get pod -n "$ns" "$@" -o jsonpath='{range .items[*]}{.metadata.name}={.spec.nodeName}{"\n"}{end}'; }
 
+# verify CMD...: run the check only with VERIFY=1 (the fair baseline).
+verify() { [[ ${VERIFY:-0} != 1 ]] || "$@"; }
+# expect WHAT WANT GOT: a read-back that must match.
+expect() { [[ $2 == "$3" ]] || die "$1: expected '$2', the API server has '$3'"; }
+preflight() {
+  [[ $(k get --raw /readyz) == ok ]] || die "the API server is not ready"
+  k get node lab-node-0 lab-node-1 lab-node-2 -o name >/dev/null
+}
+# node_is NODE CONFIG-LABEL RESOURCE COUNT: the label and capacity/allocatable as written.
+node_is() {
+  local got
+  got=$(k get node "$1" -o jsonpath="{.metadata.labels.nvidia\\.com/device-plugin\\.config}|{.status.capacity.${3//./\\.}}|{.status.allocatable.${3//./\\.}}")
+  expect "node $1" "$2|$4|$4" "$got"
+}
+configmap_has() {  # configmap_has KEY...: the device-plugin ConfigMap holds each key
+  local keys; keys=$(k get configmap -n gpu-share device-plugin-configs -o go-template='{{range $k, $v := .data}}{{$k}} {{end}}')
+  for key in "$@"; do [[ " $keys" == *" $key "* ]] || die "ConfigMap device-plugin-configs lacks $key (has: $keys)"; done
+}
+placements_fit() {  # each Pod of gpu-share is on a node that advertises the resource it asks for (one read of each kind)
+  local pods nodes pod node resource
+  pods=$(k get pod -n gpu-share -o go-template='{{range .items}}{{.metadata.name}} {{.spec.nodeName}} {{range $k, $v := (index .spec.containers 0).resources.limits}}{{$k}}{{end}}{{"\n"}}{{end}}')
+  nodes=$(k get node -o go-template='{{range .items}}{{$n := .metadata.name}}{{range $k, $v := .status.allocatable}}{{$n}}/{{$k}}={{$v}}{{"\n"}}{{end}}{{end}}')
+  while read -r pod node resource; do
+    grep -Eq "^$node/$resource=[1-9]" <<<"$nodes" || die "$pod asks for $resource but its node $node does not advertise it"
+  done <<<"$pods"
+}
+
+verify preflight
 mkdir -p "$root/k8s" "$root/bin" "$root/out"
 
 # --- Step 1: namespaces and the ConfigMap with two named device-plugin configs -----
@@ -67,6 +100,8 @@ data:
             replicas: 4
 EOF
 k apply -f "$root/k8s/device-plugin-configs.yaml" >/dev/null
+verify k get namespace gpu-share team-a -o name >/dev/null
+verify configmap_has default shared
 
 # --- Step 2: label the config per node, advertise 2 and 2 x replicas ----------------
 k label node lab-node-0 nvidia.com/device-plugin.config=default --overwrite >/dev/null
@@ -82,6 +117,8 @@ advertise() {  # advertise NODE JSON-RESOURCES: capacity and allocatable, throug
 }
 advertise lab-node-0 "{\"nvidia.com/gpu\":\"$gpus\"}"
 advertise lab-node-1 "{\"nvidia.com/gpu\":\"$((gpus * replicas))\"}"
+verify node_is lab-node-0 default nvidia.com/gpu "$gpus"
+verify node_is lab-node-1 shared nvidia.com/gpu "$((gpus * replicas))"
 
 # --- Step 3: lab-node-2 is a MIG mixed-strategy node --------------------------------
 product=NVIDIA-A100-SXM4-80GB profile=1g.10gb
@@ -94,6 +131,8 @@ esac
 k label node lab-node-2 nvidia.com/mig.strategy=mixed "nvidia.com/gpu.product=$product" --overwrite >/dev/null
 # mixed strategy: the profile is the resource name; nvidia.com/gpu must not be advertised (null removes it)
 advertise lab-node-2 "{\"nvidia.com/mig-$profile\":\"$per_gpu\",\"nvidia.com/gpu\":null}"
+verify node_is lab-node-2 "" "nvidia.com/mig-$profile" "$per_gpu"
+verify expect "lab-node-2 nvidia.com/gpu" "" "$(k get node lab-node-2 -o jsonpath='{.status.allocatable.nvidia\.com/gpu}')"
 
 # --- Step 4: different resource names never share slots ------------------------------
 pod() {  # pod NAME NAMESPACE RESOURCE [SELECTOR-KEY SELECTOR-VALUE]
@@ -124,6 +163,7 @@ spec:
     requests.nvidia.com/gpu: "2"
 EOF
 k apply -f "$root/k8s/gpu-quota.yaml" >/dev/null
+verify expect "quota gpu-quota" 2 "$(k get resourcequota -n team-a gpu-quota -o jsonpath='{.spec.hard.requests\.nvidia\.com/gpu}')"
 # Until the quota controller has filled in status.hard, admission refuses Pods in team-a.
 for _ in $(seq 1 300); do
   [[ $(k get resourcequota -n team-a gpu-quota -o jsonpath='{.status.hard.requests\.nvidia\.com/gpu}') == 2 ]] && break
@@ -142,7 +182,7 @@ grep -q 'exceeded quota: gpu-quota' "$root/out/quota-denied.txt" || die "unexpec
 ! k get pod -n team-a team-over >/dev/null 2>&1 || die "the rejected Pod exists"
 
 # --- Step 6: bin/check-request.sh (the lab's rule, check_request.py), self-tested --
-cp "$MODULE_UTILS/manifest_yaml.py" "$MODULE_UTILS/gpu_requests.py" "$MODULE_UTILS/check_request.py" "$root/bin/"
+cp "$MODULE_UTILS/quantity.py" "$MODULE_UTILS/manifest_yaml.py" "$MODULE_UTILS/gpu_requests.py" "$MODULE_UTILS/check_request.py" "$root/bin/"
 cat > "$root/bin/check-request.sh" <<EOF
 #!/usr/bin/env bash
 exec $(printf '%q' "$PYTHON") "\$(dirname -- "\$(readlink -f -- "\${BASH_SOURCE[0]}")")/check_request.py" "\$@"
@@ -152,6 +192,7 @@ chmod 0755 "$root/bin/check-request.sh"
 
 # --- Step 7: add the mps config; the isolation table --------------------------------
 k patch configmap -n gpu-share device-plugin-configs --type=merge -p '{"data":{"mps":"version: v1\nflags:\n  migStrategy: none\nsharing:\n  mps:\n    resources:\n      - name: nvidia.com/gpu\n        replicas: 4"}}' >/dev/null
+verify configmap_has default shared mps
 cat > "$root/out/isolation.txt" <<'EOF'
 TIMESLICING_MEMORY_ISOLATION=no
 MPS_MEMORY_ISOLATION=partial
@@ -170,6 +211,7 @@ k apply -f "$root/k8s/placement.yaml" >/dev/null
 wait_scheduled gpu-share prod-inference notebook batch-train
 pod_nodes gpu-share prod-inference notebook batch-train > "$root/out/placement.txt"
 if grep -q '=$' "$root/out/placement.txt"; then die "a placement Pod is not bound: $(cat "$root/out/placement.txt")"; fi
+verify placements_fit
 
 # --- The lab at a glance (what the playbook's report shows) ------------------------
 k get nodes -o custom-columns='NODE:.metadata.name,CONFIG:.metadata.labels.nvidia\.com/device-plugin\.config,MIG-STRATEGY:.metadata.labels.nvidia\.com/mig\.strategy,GPU:.status.allocatable.nvidia\.com/gpu,MIG-1G.10GB:.status.allocatable.nvidia\.com/mig-1g\.10gb'
