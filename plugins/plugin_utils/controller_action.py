@@ -19,6 +19,7 @@ as any module does. The variable ``gpushare_in_controller: false`` runs it as a 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.parameters import remove_values
@@ -69,7 +70,7 @@ class ControllerModule:
             required_one_of=required_one_of,
             required_if=required_if,
             required_by=required_by,
-        ).validate(dict(self.task_args))
+        ).validate(plain(self.task_args))
         self.no_log_values.update(validated._no_log_values)
         self.params = validated.validated_parameters
         if validated.error_messages:  # AnsibleModule's message: the first error, unknown options named as such
@@ -99,6 +100,28 @@ class ControllerModule:
 
     def fail_json(self, msg, **kwargs):
         self._done(dict(kwargs, msg=msg, failed=True))
+
+
+def plain(value):
+    """``value`` as a module process receives it: plain dict, list, str, int, float, bool and None.
+
+    ansible-core hands an action plugin its arguments as tagged subclasses of str, int, dict and list (where each
+    value came from); a module process gets them through JSON, as the plain types. Modules pass them on to code
+    that checks exact types (PyYAML's safe_dump refuses a str subclass), so the controller gives them the same.
+    """
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return str.__add__("", value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, Mapping):
+        return {plain(key): plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [plain(item) for item in value]
+    return value
 
 
 def bound_module(args, check_mode, diff, name):

@@ -107,3 +107,22 @@ def test_an_exit_inside_the_modules_own_except_exception_still_ends_the_run():
         raise AssertionError("exit_json was caught as an Exception, as gpu_operator_wait's handler would")
     except BaseException as done:  # pylint: disable=broad-except
         assert done.result == {"changed": False, "answer": 42}
+
+
+def test_arguments_reach_the_module_as_the_plain_types_a_module_process_gets(tmp_path):
+    """ansible-core's tagged str (a subclass) is refused by PyYAML's safe_dump; the module must get a plain str."""
+    import yaml
+
+    from ansible.module_utils._internal._datatag import AnsibleTagHelper
+    from ansible._internal._datatag._tags import Origin
+
+    from ansible_collections.gpushare.k8s.plugins.plugin_utils.controller_action import plain
+
+    origin = Origin(path="/inventory/group_vars/all/lab.yml", line_num=1)
+    tagged = {AnsibleTagHelper.tag("key", origin): AnsibleTagHelper.tag("gpushare", origin)}
+    assert type(next(iter(tagged.values()))) is not str  # the precondition: a tagged value is a str subclass
+    with pytest.raises(yaml.representer.RepresenterError):
+        yaml.safe_dump(tagged)
+    converted = plain(tagged)
+    assert yaml.safe_dump(converted) == "key: gpushare\n"
+    assert all(type(each) is str for each in list(converted) + list(converted.values()))
