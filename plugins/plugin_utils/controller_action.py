@@ -27,6 +27,13 @@ from ansible.module_utils.errors import UnsupportedError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
+try:
+    import kubernetes  # noqa: F401 pylint: disable=unused-import
+except ImportError:
+    HAS_KUBERNETES = False
+else:
+    HAS_KUBERNETES = True
+
 COLLECTION = "gpushare.k8s"
 LOCAL_CONNECTIONS = frozenset(("local", "ansible.builtin.local"))
 FILTER_FILES = ("control_plane", "dra", "gpu_features", "gpu_operator", "gpushare", "guards", "lab_report", "manifests",
@@ -169,12 +176,16 @@ class ControllerAction(ActionBase):
     """Run the module named ``MODULE`` (this collection's) here when the connection is local."""
 
     _supports_check_mode = True
-    _supports_async = False
+    _supports_async = True  # an async task runs as a module (ansible-core's async wrapper needs a module process)
 
     MODULE = ""
 
     def _runs_here(self, task_vars):
+        if self._task.async_val:
+            return False
         if not boolean(task_vars.get("gpushare_in_controller", True), strict=False):
+            return False
+        if not HAS_KUBERNETES:  # the controller's Python lacks the client: the module's interpreter may have it
             return False
         return getattr(self._connection, "transport", None) in LOCAL_CONNECTIONS
 
@@ -183,8 +194,8 @@ class ControllerAction(ActionBase):
         result = super().run(tmp, task_vars)
         del tmp
         if not self._runs_here(task_vars):
-            result.update(self._execute_module(module_name="%s.%s" % (COLLECTION, self.MODULE),
-                                               module_args=self._task.args, task_vars=task_vars))
+            result.update(self._execute_module(module_name="%s.%s" % (COLLECTION, self.MODULE), module_args=self._task.args,
+                                               task_vars=task_vars, wrap_async=bool(self._task.async_val)))
             return result
         result.update(run_in_process(import_module_file(self.MODULE), self._task.args,
                                      check_mode=bool(self._task.check_mode), diff=bool(self._task.diff)))

@@ -15,12 +15,12 @@ PLAYBOOK = "tests/integration/playbooks/controller_actions.yml"
 
 
 @pytest.fixture(scope="module")
-def runs(run_playbook, core_v1, tmp_path_factory):
+def runs(run_playbook, core_v1, kubeconfig, tmp_path_factory):
     out = {}
     for in_controller in (True, False):
         namespace = "it-actions-%s" % ("controller" if in_controller else "module")
         path = tmp_path_factory.mktemp("actions") / "results.json"
-        proc = run_playbook(PLAYBOOK, extra_vars={"it_namespace": namespace, "it_out": str(path),
+        proc = run_playbook(PLAYBOOK, extra_vars={"it_namespace": namespace, "it_out": str(path), "gpushare_kubeconfig": kubeconfig,
                                                   "gpushare_in_controller": in_controller})
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
         out[in_controller] = json.loads(path.read_text())
@@ -56,3 +56,7 @@ def test_queries_return_one_entry_per_read_in_order(runs):
 def test_an_unknown_kind_fails_with_kubernetes_cores_message(runs):
     assert runs[True]["unknown"]["failed"]
     assert "Failed to find exact match for example.com/v1.Nothing" in runs[True]["unknown"]["msg"]
+
+
+def test_an_async_task_runs_as_a_module_and_reports_its_change(runs):
+    assert runs[True]["async"] == {"changed": True, "finished": 1}
