@@ -120,9 +120,9 @@ def test_arguments_reach_the_module_as_the_plain_types_a_module_process_gets(tmp
 
     origin = Origin(path="/inventory/group_vars/all/lab.yml", line_num=1)
     tagged = {AnsibleTagHelper.tag("key", origin): AnsibleTagHelper.tag("gpushare", origin)}
-    assert type(next(iter(tagged.values()))) is not str  # the precondition: a tagged value is a str subclass
+    assert next(iter(tagged.values())).__class__ is not str  # the precondition: a tagged value is a str subclass
     with pytest.raises(yaml.representer.RepresenterError):
         yaml.safe_dump(tagged)
     converted = plain(tagged)
     assert yaml.safe_dump(converted) == "key: gpushare\n"
-    assert all(type(each) is str for each in list(converted) + list(converted.values()))
+    assert all(each.__class__ is str for each in list(converted) + list(converted.values()))
