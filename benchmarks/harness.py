@@ -241,6 +241,20 @@ class BenchError(Exception):
     pass
 
 
+def create_namespace_ready(core, namespace):
+    """Create ``namespace`` and wait until its default ServiceAccount exists (the ServiceAccount admission plugin
+    refuses Pods before that)."""
+    from kubernetes.client.exceptions import ApiException
+
+    core.create_namespace({"metadata": {"name": namespace}})
+    for _attempt in range(300):
+        try:
+            core.read_namespaced_service_account("default", namespace)
+            return
+        except ApiException:
+            time.sleep(0.1)
+
+
 def create_pods_until_bound(core, namespace, bodies, timeout, interval):
     """Create ``bodies`` (16 at a time) and wait until the scheduler has bound every Pod of ``namespace``.
 

@@ -10,7 +10,7 @@ import sys
 import time
 
 from harness import (
-    BENCH, RESULTS, ROOT, TIMINGS_ENV, create_pods_until_bound, fmt, load_timings, say, show, stamp,
+    BENCH, RESULTS, ROOT, TIMINGS_ENV, create_namespace_ready, create_pods_until_bound, fmt, load_timings, say, show, stamp,
     wait_nodes_usable, wait_quiet,
 )
 
@@ -26,16 +26,9 @@ def dra_claims(api_client, namespace, count, template, device_class, expression=
     Returns (create s, bound s, allocated devices): every claim is read back from its status.
     """
     from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
 
     core, resource = client.CoreV1Api(api_client), client.ResourceV1Api(api_client)
-    core.create_namespace({"metadata": {"name": namespace}})
-    for _attempt in range(300):  # the ServiceAccount admission plugin needs the namespace's default ServiceAccount
-        try:
-            core.read_namespaced_service_account("default", namespace)
-            break
-        except ApiException:
-            time.sleep(0.1)
+    create_namespace_ready(core, namespace)
     request = {"deviceClassName": device_class}
     if expression:
         request["selectors"] = [{"cel": {"expression": expression}}]

@@ -11,7 +11,7 @@ import subprocess
 import time
 
 from harness import (
-    BENCH, BenchError, PYTHON, RESOURCE, RESULTS, SCALE_SELECTOR, TIMINGS_ENV, create_pods_until_bound, fmt,
+    BENCH, BenchError, PYTHON, RESOURCE, RESULTS, SCALE_SELECTOR, TIMINGS_ENV, create_namespace_ready, create_pods_until_bound, fmt,
     kube_client, list_nodes, load_timings, say, show, stamp, wait_nodes_usable, wait_quiet,
 )
 
@@ -44,15 +44,7 @@ def reset_nodes(api, names):
 
 def schedule_pods(api, namespace, count, selector_value):
     """Create `count` one-slice Pods (16 at a time), wait until all are bound; return (create s, bound s, nodes used)."""
-    from kubernetes.client.exceptions import ApiException
-
-    api.create_namespace({"metadata": {"name": namespace}})
-    for _attempt in range(300):  # the ServiceAccount admission plugin needs the namespace's default ServiceAccount
-        try:
-            api.read_namespaced_service_account("default", namespace)
-            break
-        except ApiException:
-            time.sleep(0.1)
+    create_namespace_ready(api, namespace)
     key, value = selector_value.split("=", 1)
 
     def pod(i):
