@@ -84,3 +84,17 @@ def write_files(files, directory_mode="0755", check_mode=False):
         )
         results.append(dict(dest=dest, changed=changed, mode="%04o" % mode, diff=diff))
     return results
+
+
+def describe_paths(paths):
+    """``[{path, exists, isdir, files}]`` for each path: ``files`` lists every file under a directory, sorted."""
+    found = []
+    for each in paths:
+        path = os.path.abspath(os.path.expanduser(each))
+        isdir = os.path.isdir(path)
+        files = []
+        if isdir:
+            for directory, _dirs, names in os.walk(path):
+                files.extend(os.path.join(directory, name) for name in names)
+        found.append(dict(path=path, exists=os.path.lexists(path), isdir=isdir, files=sorted(files)))
+    return found

@@ -60,3 +60,29 @@ def test_an_unknown_kind_fails_with_kubernetes_cores_message(runs):
 
 def test_an_async_task_runs_as_a_module_and_reports_its_change(runs):
     assert runs[True]["async"] == {"changed": True, "finished": 1}
+
+
+def test_manifests_predict_objects_for_a_namespace_a_run_would_create(runs):
+    predicted = runs[True]["manifest_predicted"]
+    assert predicted["changed"]
+    assert predicted["missing"] == ["it-actions-controller-later"]
+    assert predicted["msg"] == "Would create ConfigMap it-later in namespace it-actions-controller-later, which does not exist yet."
+
+
+def test_manifests_refuse_bad_input_before_writing_anything(runs):
+    bad = runs[True]["manifest_bad"]
+    assert bad["failed"]
+    assert bad["msg"].startswith("manifests[1].content: manifest: ")
+    assert "is not allowed" in bad["msg"]
+    # first.yaml (the good manifest before the bad one) was never written, and check mode wrote nothing
+    assert runs[True]["files"]["exists"] == [True, False]
+    assert runs[True]["files"]["found"][0] == ["manifest.yaml"]
+
+
+def test_manifests_write_the_file_apply_it_then_leave_both_alone(runs):
+    applied = runs[True]["manifest"]
+    assert applied["changed"] and applied["file_changed"]
+    assert applied["objects"] == [{"kind": "ConfigMap", "name": "it-manifest", "namespace": "it-actions-controller",
+                                   "method": "create", "changed": True}]
+    assert runs[True]["manifest_again"] == {"changed": False, "file_changed": False}
+    assert runs[True]["read_manifest"] == [{"a": "1"}]

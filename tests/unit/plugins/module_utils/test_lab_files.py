@@ -12,7 +12,8 @@ import stat
 import pytest
 
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
-from ansible_collections.gpushare.k8s.plugins.module_utils.lab_files import write_files
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab_files import describe_paths, write_files
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab_manifests import run_manifests
 
 
 def mode_of(path):
@@ -60,3 +61,40 @@ def test_a_directory_as_destination_is_refused(tmp_path):
     with pytest.raises(InputError) as error:
         write_files([{"dest": str(tmp_path), "content": "x"}])
     assert error.value.path == "files[0].dest"
+
+
+def test_describe_paths_lists_every_file_under_a_directory_and_says_what_is_missing(tmp_path):
+    (tmp_path / "k8s").mkdir()
+    (tmp_path / "k8s" / "b.yaml").write_text("b")
+    (tmp_path / "a.txt").write_text("a")
+    os.symlink(tmp_path / "k8s", tmp_path / "link")
+    found = describe_paths([str(tmp_path), str(tmp_path / "a.txt"), str(tmp_path / "missing")])
+    assert found[0] == {"path": str(tmp_path), "exists": True, "isdir": True,
+                        "files": [str(tmp_path / "a.txt"), str(tmp_path / "k8s" / "b.yaml")]}  # the link to a directory is not followed
+    assert found[1] == {"path": str(tmp_path / "a.txt"), "exists": True, "isdir": False, "files": []}
+    assert found[2] == {"path": str(tmp_path / "missing"), "exists": False, "isdir": False, "files": []}
+
+
+@pytest.mark.parametrize("content, problem", [
+    ("apiVersion: v1\nkind: Pod\nspec: [\n", "invalid YAML"),
+    ("apiVersion: v1\nkind: ConfigMap\nmetadata: {namespace: x}\n", "metadata.name is missing"),
+])
+def test_manifests_refuse_a_bad_manifest_before_writing_any_file_or_calling_the_cluster(tmp_path, content, problem):
+    params = {"manifests": [{"path": str(tmp_path / "good.yaml"), "content": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"},
+                            {"path": str(tmp_path / "bad.yaml"), "content": content}],
+              "kubeconfig": str(tmp_path / "no-such-kubeconfig")}  # reaching the cluster would fail differently
+    result = run_manifests(params)
+    assert result["failed"] and not result["changed"]
+    assert result["msg"].startswith("manifests[1] (%s).content: manifest: " % (tmp_path / "bad.yaml"))
+    assert problem in result["msg"]
+    assert os.listdir(tmp_path) == []
+
+
+def test_manifests_refuse_a_bad_mode_before_writing_anything(tmp_path):
+    params = {"manifests": [{"path": str(tmp_path / "a.yaml"), "content": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"},
+                            {"path": str(tmp_path / "b.yaml"), "content": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n",
+                             "mode": "rw-r--r--"}],
+              "kubeconfig": str(tmp_path / "no-such-kubeconfig")}
+    result = run_manifests(params)
+    assert result["failed"] and "manifests[1].mode" in result["msg"] and "octal" in result["msg"]
+    assert os.listdir(tmp_path) == []

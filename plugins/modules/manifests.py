@@ -1,0 +1,130 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: manifests
+short_description: Write manifest files and apply their objects, in one task
+version_added: 0.1.0
+author:
+  - gpushare.k8s maintainers (@gpushare)
+description:
+  - The lab's building block for every step that creates objects, one task per step; the role
+    C(gpushare.k8s.manifest) wraps it for one manifest.
+  - Every manifest is read first with the collection's safe YAML reader
+    (P(gpushare.k8s.manifest_objects#filter)), so invalid YAML, tags that build objects, alias bombs and documents
+    that are not objects fail before any file is written or any object applied, naming the manifest.
+  - Then each manifest with a O(manifests[].path) is written (only when its content or mode differs, through a
+    temporary file renamed over the old one), and each manifest's objects are applied in order with
+    M(kubernetes.core.k8s)'s logic (P(gpushare.k8s.objects#module), which creates, or patches with a strategic merge that keeps
+    labels, annotations and keys other tools added). What a user reads in the written file is what was applied.
+  - In check mode nothing is written. The files are compared, and the objects are sent to the API server as a
+    dry run, so the diff is what the server would store; the objects of a manifest whose namespace does not
+    exist yet (a real run creates it in an earlier step) are reported as objects that would be created.
+  - Runs in the controller when the task's connection is local, and as a module on any other connection.
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+  - gpushare.k8s.k8s_auth
+  - gpushare.k8s.attributes
+  - gpushare.k8s.attributes.idempotent
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  idempotent:
+    support: full
+options:
+  manifests:
+    description: The manifests, written and applied in order.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      path:
+        description: Absolute path of the file to write. Empty applies O(manifests[].content) without writing a file.
+        type: str
+        default: ""
+      content:
+        description: The manifest, one or more YAML documents.
+        type: str
+        required: true
+      namespace:
+        description: Namespace for namespaced objects that do not name one.
+        type: str
+        default: ""
+      mode:
+        description: The file's mode, as a quoted octal string.
+        type: str
+        default: "0644"
+  directory_mode:
+    description: The mode of directories this task creates.
+    type: str
+    default: "0755"
+seealso:
+  - module: gpushare.k8s.objects
+  - module: gpushare.k8s.files
+"""
+
+EXAMPLES = r"""
+- name: Write and apply the quota and the team's Pods
+  gpushare.k8s.manifests:
+    kubeconfig: ~/.kube/config
+    manifests:
+      - path: ~/gpushare-lab/k8s/gpu-quota.yaml
+        content: "{{ lookup('ansible.builtin.template', 'quota.yaml.j2') }}"
+      - content: "{{ team_pods_yaml }}"
+        namespace: team-a
+"""
+
+RETURN = r"""
+manifests:
+  description: One entry per manifest, in order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    path:
+      description: The file's absolute path (empty when none was written).
+      type: str
+    file_changed:
+      description: Whether the file was (or, in check mode, would be) written.
+      type: bool
+    changed:
+      description: Whether the file or any of the objects changed.
+      type: bool
+    objects:
+      description: Each object applied, with C(kind), C(name), C(namespace), C(method) (V(create), V(update)) and C(changed).
+      type: list
+      elements: dict
+    missing_namespaces:
+      description: In check mode, the namespaces the manifest needs that do not exist yet (its objects were not sent).
+      type: list
+      elements: str
+      returned: check mode, when a namespace is missing
+diff:
+  description: With C(--diff), each file and object that changes, before and after.
+  returned: changed, with --diff
+  type: list
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import hide_kubeconfig_credentials
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab_manifests import MANIFESTS_ARG_SPEC, run_manifests
+
+
+def main(module_class=AnsibleModule):
+    module = module_class(argument_spec=MANIFESTS_ARG_SPEC, supports_check_mode=True)
+    hide_kubeconfig_credentials(module)
+    result = run_manifests(module.params, check_mode=module.check_mode, diff=module._diff)
+    if result.pop("failed", False):
+        module.fail_json(**result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
