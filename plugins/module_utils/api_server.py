@@ -16,11 +16,11 @@ from __future__ import annotations
 import os
 
 try:
-    from .cluster_objects import ApiCallError, call_json
-    from .k8s_auth import HAS_KUBERNETES, K8sAuthError, build_api_client, k8s_client, resolve_auth_params
+    from .cluster_objects import ApiCallError, Route, call_json
+    from .k8s_auth import HAS_KUBERNETES, K8sAuthError, build_api_client, resolve_auth_params
 except ImportError:  # loaded as plain modules, next to cluster_objects.py
-    from cluster_objects import ApiCallError, call_json  # type: ignore[no-redef]
-    from k8s_auth import HAS_KUBERNETES, K8sAuthError, build_api_client, k8s_client, resolve_auth_params  # type: ignore[no-redef]
+    from cluster_objects import ApiCallError, Route, call_json  # type: ignore[no-redef]
+    from k8s_auth import HAS_KUBERNETES, K8sAuthError, build_api_client, resolve_auth_params  # type: ignore[no-redef]
 
 __all__ = ["DEFAULT_FIX", "api_server_errors", "missing_kubeconfigs"]
 
@@ -61,7 +61,7 @@ def api_server_errors(params, fix=DEFAULT_FIX, environ=None):
         return [_fixed(str(exc), fix)], info
     info["host"] = getattr(getattr(api_client, "configuration", None), "host", None)
     try:
-        version = call_json(k8s_client.VersionApi(api_client).get_code)
+        version = call_json(Route(api_client, "GET", "/version"))
     except ApiCallError as exc:
         if exc.status is None:  # no answer: the message names the URL
             return [_fixed(exc.message, fix)], info

@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import json
 import traceback
+from urllib.parse import quote
 
 try:
     import urllib3
-    from kubernetes import client as k8s_client
     from kubernetes.client.exceptions import ApiException
 except ImportError:
     HAS_KUBERNETES = False
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
     urllib3 = None
-    k8s_client = None
 
     class ApiException(Exception):  # placeholder so except clauses stay valid
         pass
@@ -44,25 +43,26 @@ except ImportError:  # loaded as a plain module, next to k8s_auth.py
     from k8s_auth import is_timeout  # type: ignore[no-redef]
 
 
-__all__ = ["ApiCallError", "ClusterReadError", "LISTABLE_KINDS", "ObjectLister", "call_json", "list_pages"]
+__all__ = ["ApiCallError", "ClusterReadError", "LISTABLE_KINDS", "ObjectLister", "Route", "api_path", "call_json", "list_pages"]
 
 PAGE_SIZE = 500
 # Seconds a request may take when neither the call nor its client (k8s_auth.build_api_client) sets a bound.
 REQUEST_TIMEOUT = 30
 
 # kind -> (API group class name, apiVersion, method stem, namespaced)
+# kind: (apiVersion, plural, namespaced)
 _KINDS = {
-    "Node": ("CoreV1Api", "v1", "node", False),
-    "ResourceQuota": ("CoreV1Api", "v1", "resource_quota", True),
-    "Pod": ("CoreV1Api", "v1", "pod", True),
-    "PodTemplate": ("CoreV1Api", "v1", "pod_template", True),
-    "ReplicationController": ("CoreV1Api", "v1", "replication_controller", True),
-    "Deployment": ("AppsV1Api", "apps/v1", "deployment", True),
-    "StatefulSet": ("AppsV1Api", "apps/v1", "stateful_set", True),
-    "DaemonSet": ("AppsV1Api", "apps/v1", "daemon_set", True),
-    "ReplicaSet": ("AppsV1Api", "apps/v1", "replica_set", True),
-    "Job": ("BatchV1Api", "batch/v1", "job", True),
-    "CronJob": ("BatchV1Api", "batch/v1", "cron_job", True),
+    "Node": ("v1", "nodes", False),
+    "ResourceQuota": ("v1", "resourcequotas", True),
+    "Pod": ("v1", "pods", True),
+    "PodTemplate": ("v1", "podtemplates", True),
+    "ReplicationController": ("v1", "replicationcontrollers", True),
+    "Deployment": ("apps/v1", "deployments", True),
+    "StatefulSet": ("apps/v1", "statefulsets", True),
+    "DaemonSet": ("apps/v1", "daemonsets", True),
+    "ReplicaSet": ("apps/v1", "replicasets", True),
+    "Job": ("batch/v1", "jobs", True),
+    "CronJob": ("batch/v1", "cronjobs", True),
 }
 LISTABLE_KINDS = tuple(sorted(_KINDS))
 
@@ -90,7 +90,54 @@ def _api_exception_error(exc, error):
 
 
 def _api_client(method):
-    return getattr(getattr(method, "__self__", None), "api_client", None)
+    return getattr(method, "api_client", None) or getattr(getattr(method, "__self__", None), "api_client", None)
+
+
+def api_path(api_version, plural, namespace=None, name=None, subresource=None):
+    """The REST path of a collection or an object: ``/api/v1/nodes``, ``/apis/apps/v1/namespaces/ns/deployments``."""
+    path = ("/api/" if "/" not in api_version else "/apis/") + api_version
+    if namespace:
+        path += "/namespaces/" + quote(namespace, safe="")
+    path += "/" + plural
+    if name:
+        path += "/" + quote(name, safe="")
+    if subresource:
+        path += "/" + subresource
+    return path
+
+
+# The generated client's keyword names, as the API server spells the query parameters.
+_QUERY_NAMES = {"label_selector": "labelSelector", "field_selector": "fieldSelector", "_continue": "continue", "limit": "limit",
+                "dry_run": "dryRun", "field_manager": "fieldManager"}
+
+
+class Route:
+    """One REST call on a ``kubernetes.client.ApiClient``, called as :func:`call_json` calls a generated client method.
+
+    The generated API classes (``CoreV1Api`` ...) import their model classes at first use: 1.3 s for CoreV1Api with
+    kubernetes 37, paid by every module process, and by a playbook's controller. The collection sends and reads
+    plain JSON, so it calls the paths itself through the same ``ApiClient`` (auth, TLS, proxy, retries, timeouts).
+    ``Route(api_client, "GET", "/api/v1/nodes")(label_selector="a=b", _preload_content=False)``; a positional
+    argument is the request body.
+    """
+
+    def __init__(self, api_client, verb, path):
+        self.api_client = api_client
+        self.verb = verb
+        self.path = path
+
+    def __call__(self, body=None, _preload_content=False, _request_timeout=None, _content_type=None, **query):
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = _content_type or "application/json"
+        params = [(_QUERY_NAMES.get(key, key), value) for key, value in query.items() if value is not None]
+        request = self.api_client.param_serialize(self.verb, self.path, query_params=params, header_params=headers, body=body,
+                                                  auth_settings=["BearerToken"])
+        response = self.api_client.call_api(*request, _request_timeout=_request_timeout)
+        if not 200 <= response.status <= 299:
+            response.read()
+            raise ApiException.from_response(http_resp=response, body=None, data=None)
+        return response.response
 
 
 def _is_timeout(exc):
@@ -154,17 +201,11 @@ class ObjectLister:
         if not HAS_KUBERNETES:
             raise ClusterReadError("the kubernetes Python library is required")
         self._api_client = api_client
-        self._apis = {}
         self._timeout = request_timeout
 
-    def _api(self, name):
-        if name not in self._apis:
-            self._apis[name] = getattr(k8s_client, name)(self._api_client)
-        return self._apis[name]
-
-    def _pages(self, method, kind, *args):
+    def _pages(self, kind, path):
         try:
-            return list_pages(method, *args, timeout=self._timeout)
+            return list_pages(Route(self._api_client, "GET", path), timeout=self._timeout)
         except ApiCallError as exc:
             raise ClusterReadError("cannot list %s: %s" % (kind, exc)) from None
 
@@ -172,16 +213,13 @@ class ObjectLister:
         """Every object of ``kind`` (in ``namespaces`` when given and the kind is namespaced), sorted by namespace and name."""
         if kind not in _KINDS:
             raise ClusterReadError("cannot list %s: not one of %s" % (kind, ", ".join(LISTABLE_KINDS)))
-        api_name, api_version, stem, namespaced = _KINDS[kind]
-        api = self._api(api_name)
-        if not namespaced:
-            items = self._pages(getattr(api, "list_%s" % stem), kind)
-        elif namespaces:
+        api_version, plural, namespaced = _KINDS[kind]
+        if namespaced and namespaces:
             items = []
             for namespace in namespaces:
-                items.extend(self._pages(getattr(api, "list_namespaced_%s" % stem), kind, namespace))
+                items.extend(self._pages(kind, api_path(api_version, plural, namespace)))
         else:
-            items = self._pages(getattr(api, "list_%s_for_all_namespaces" % stem), kind)
+            items = self._pages(kind, api_path(api_version, plural))
         for item in items:
             item.setdefault("apiVersion", api_version)
             item.setdefault("kind", kind)

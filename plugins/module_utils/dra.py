@@ -423,52 +423,52 @@ def _view(slices):
 
 
 def _client_calls():
-    """``kubernetes.client`` and the calls of cluster_objects, imported on first use: the filters of the DRA track
-    read this file, and a filter must not cost the import of the Kubernetes client."""
-    from kubernetes import client as k8s_client
-
+    """The calls of cluster_objects, imported on first use: the filters of the DRA track read this file, and a filter
+    must not cost the import of the Kubernetes client."""
     try:
-        from .cluster_objects import call_json, list_pages
+        from . import cluster_objects
     except ImportError:  # loaded as plain modules, next to each other
-        from cluster_objects import call_json, list_pages  # type: ignore[no-redef]
-    return k8s_client, call_json, list_pages
+        import cluster_objects  # type: ignore[no-redef]
+    return cluster_objects
 
 
 def list_pages(*args, **kwargs):
-    return _client_calls()[2](*args, **kwargs)
+    return _client_calls().list_pages(*args, **kwargs)
 
 
 def call_json(*args, **kwargs):
-    return _client_calls()[1](*args, **kwargs)
+    return _client_calls().call_json(*args, **kwargs)
 
 
 class ResourceSliceApi:
     """The calls :func:`apply_resource_slices` makes, on a ``kubernetes.client.ApiClient`` (tests pass a fake)."""
 
     def __init__(self, api_client, request_timeout=None):
-        k8s_client = _client_calls()[0]
-        self._resource = k8s_client.ResourceV1Api(api_client)
-        self._core = k8s_client.CoreV1Api(api_client)
+        self._api_client = api_client
         self._timeout = request_timeout
 
+    def _route(self, verb, plural="resourceslices", name=None, api_version="resource.k8s.io/v1"):
+        calls = _client_calls()
+        return calls.Route(self._api_client, verb, calls.api_path(api_version, plural, name=name))
+
     def list_slices(self, driver):
-        return list_pages(self._resource.list_resource_slice, field_selector="spec.driver=%s" % driver, timeout=self._timeout, error=DraApiError)
+        return list_pages(self._route("GET"), field_selector="spec.driver=%s" % driver, timeout=self._timeout, error=DraApiError)
 
     def list_pool(self, driver, pool):
         return [item for item in self.list_slices(driver) if ((item.get("spec") or {}).get("pool") or {}).get("name") == pool]
 
     def list_nodes(self):
-        return list_pages(self._core.list_node, timeout=self._timeout, error=DraApiError)
+        return list_pages(self._route("GET", "nodes", api_version="v1"), timeout=self._timeout, error=DraApiError)
 
     def create(self, body):
-        return call_json(self._resource.create_resource_slice, body, timeout=self._timeout, error=DraApiError)
+        return call_json(self._route("POST"), body, timeout=self._timeout, error=DraApiError)
 
     def replace(self, body):
-        return call_json(self._resource.replace_resource_slice, body["metadata"]["name"], body, timeout=self._timeout, error=DraApiError)
+        return call_json(self._route("PUT", name=body["metadata"]["name"]), body, timeout=self._timeout, error=DraApiError)
 
     def delete(self, name):
         try:
-            call_json(self._resource.delete_resource_slice, name, timeout=self._timeout, error=DraApiError)
+            call_json(self._route("DELETE", name=name), timeout=self._timeout, error=DraApiError)
         except DraApiError as exc:
             if exc.status != 404:
                 raise

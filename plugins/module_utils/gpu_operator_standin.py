@@ -29,24 +29,23 @@ import json
 import logging
 
 try:
-    from kubernetes import client as k8s_client
+    import kubernetes  # noqa: F401 pylint: disable=unused-import
 
     HAS_KUBERNETES = True
 except ImportError:  # pragma: no cover - the stand-in needs the library; the model does not
-    k8s_client = None
     HAS_KUBERNETES = False
 
 try:
     from . import device_plugin as _dp
     from . import gpu_features as _features
     from . import gpu_operator as _op
-    from .cluster_objects import ApiCallError, call_json, list_pages
+    from .cluster_objects import ApiCallError, Route, api_path, call_json, list_pages
     from .node_status import MERGE_PATCH, CoreNodeApi, NodeResourcesError, NodeWriteError, apply_node_resources
 except ImportError:  # loaded as plain modules, next to each other
     import device_plugin as _dp  # type: ignore[no-redef]
     import gpu_features as _features  # type: ignore[no-redef]
     import gpu_operator as _op  # type: ignore[no-redef]
-    from cluster_objects import ApiCallError, call_json, list_pages  # type: ignore[no-redef]
+    from cluster_objects import ApiCallError, Route, api_path, call_json, list_pages  # type: ignore[no-redef]
     from node_status import MERGE_PATCH, CoreNodeApi, NodeResourcesError, NodeWriteError, apply_node_resources  # type: ignore[no-redef]
 
 
@@ -82,8 +81,7 @@ class StandIn:
     """The reconcile pass. ``reconcile()`` returns a list of what it changed (for the log)."""
 
     def __init__(self, api_client, namespace, timeout=REQUEST_TIMEOUT):
-        self._core = k8s_client.CoreV1Api(api_client)
-        self._custom = k8s_client.CustomObjectsApi(api_client)
+        self._api_client = api_client
         self._nodes = CoreNodeApi(api_client, request_timeout=timeout)
         self._namespace = namespace
         self._timeout = timeout
@@ -94,8 +92,7 @@ class StandIn:
         """The ClusterPolicy (the first by name; the operator allows one), or ``None``."""
         try:
             page = call_json(
-                self._custom.list_cluster_custom_object,
-                _op.CLUSTER_POLICY_GROUP, _op.CLUSTER_POLICY_VERSION, _op.CLUSTER_POLICY_PLURAL,
+                Route(self._api_client, "GET", api_path(_op.CLUSTER_POLICY_GROUP + "/" + _op.CLUSTER_POLICY_VERSION, _op.CLUSTER_POLICY_PLURAL)),
                 timeout=self._timeout,
             )
         except ApiCallError as exc:
@@ -109,7 +106,7 @@ class StandIn:
         if not name:
             return None
         try:
-            return call_json(self._core.read_namespaced_config_map, name, self._namespace, timeout=self._timeout).get("data") or {}
+            return call_json(Route(self._api_client, "GET", api_path("v1", "configmaps", self._namespace, name)), timeout=self._timeout).get("data") or {}
         except ApiCallError as exc:
             if exc.status == 404:
                 return None
@@ -124,7 +121,8 @@ class StandIn:
         if annotations:
             metadata["annotations"] = annotations
         if metadata:
-            call_json(self._core.patch_node, name, {"metadata": metadata}, timeout=self._timeout, _content_type=MERGE_PATCH)
+            call_json(Route(self._api_client, "PATCH", api_path("v1", "nodes", name=name)), {"metadata": metadata}, timeout=self._timeout,
+                      _content_type=MERGE_PATCH)
 
     # -- the pass ------------------------------------------------------------
 
@@ -138,7 +136,7 @@ class StandIn:
         dp_data = self.configmap_data(dp_config.get("name"))
         mm_data = self.configmap_data(mm_config.get("name"))
         actions = []
-        for node in list_pages(self._core.list_node, timeout=self._timeout):
+        for node in list_pages(Route(self._api_client, "GET", api_path("v1", "nodes")), timeout=self._timeout):
             hardware = hardware_of(node)
             if hardware is None:
                 continue

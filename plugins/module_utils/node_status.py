@@ -32,15 +32,10 @@ from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 
 try:
-    from kubernetes import client as k8s_client
-except ImportError:
-    k8s_client = None
-
-try:
-    from .cluster_objects import REQUEST_TIMEOUT, ApiCallError, call_json, list_pages
+    from .cluster_objects import REQUEST_TIMEOUT, ApiCallError, Route, api_path, call_json, list_pages
     from .quantity import parse_quantity
 except ImportError:  # loaded as a plain module, next to cluster_objects.py
-    from cluster_objects import REQUEST_TIMEOUT, ApiCallError, call_json, list_pages  # type: ignore[no-redef]
+    from cluster_objects import REQUEST_TIMEOUT, ApiCallError, Route, api_path, call_json, list_pages  # type: ignore[no-redef]
     from quantity import parse_quantity  # type: ignore[no-redef]
 
 
@@ -326,23 +321,21 @@ class CoreNodeApi:
     """
 
     def __init__(self, api_client, request_timeout=None):
-        self._core = k8s_client.CoreV1Api(api_client)
+        self._api_client = api_client
         self._timeout = request_timeout
 
-    def _call(self, method, *args, **kwargs):
-        return call_json(method, *args, timeout=self._timeout, error=NodeApiError, **kwargs)
+    def _route(self, verb, name=None, subresource=None):
+        return Route(self._api_client, verb, api_path("v1", "nodes", name=name, subresource=subresource))
 
     def get_node(self, name):
-        return self._call(self._core.read_node, name)
+        return call_json(self._route("GET", name), timeout=self._timeout, error=NodeApiError)
 
     def list_nodes(self, label_selector=None):
         kwargs = {"label_selector": label_selector} if label_selector else {}
-        return list_pages(self._core.list_node, timeout=self._timeout, error=NodeApiError, **kwargs)
+        return list_pages(self._route("GET"), timeout=self._timeout, error=NodeApiError, **kwargs)
 
     def patch_node_status(self, name, patch):
-        # The generated client would pick application/json-patch+json and then
-        # fall back to a strategic merge patch for a dict body: say what we send.
-        return self._call(self._core.patch_node_status, name, patch, _content_type=MERGE_PATCH)
+        return call_json(self._route("PATCH", name, "status"), patch, timeout=self._timeout, error=NodeApiError, _content_type=MERGE_PATCH)
 
 
 # --------------------------------------------------------------------------

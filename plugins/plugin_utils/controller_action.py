@@ -157,7 +157,9 @@ def preload(name):
         from kubernetes import client as k8s_client
     except ImportError:
         return module_file
-    for attribute in ("ApiClient", "Configuration", "CoreV1Api", "VersionApi", "V1DeleteOptions"):
+    # Not the typed API classes (CoreV1Api ...): their first use imports their models (1.3 s for CoreV1Api), and the
+    # collection calls REST paths itself (cluster_objects.Route).
+    for attribute in ("ApiClient", "Configuration", "V1DeleteOptions"):
         getattr(k8s_client, attribute)
     return module_file
 

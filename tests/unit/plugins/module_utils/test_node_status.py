@@ -744,15 +744,33 @@ def test_patch_sends_a_json_merge_patch_to_the_status_subresource(wire):
     assert '"example.com/foo": null' in req["body"]
 
 
-def test_without_an_explicit_content_type_the_client_would_not_send_a_merge_patch(wire):
-    """Documents why CoreNodeApi names the content type: the client's default differs."""
-    from kubernetes import client
+def test_a_route_sends_json_with_the_bearer_token_and_raises_the_api_servers_refusal(wire):
+    """cluster_objects.Route, the REST call under CoreNodeApi: no typed API class (their models cost 1.3 s to import)."""
+    from ansible_collections.gpushare.k8s.plugins.module_utils.cluster_objects import ApiCallError, Route, call_json
 
     api, sent, replies = wire
-    replies.append(_Response(200, make_node("n")))
-    core = client.CoreV1Api(api._core.api_client)
-    core.patch_node_status("n", {"status": {}}, _preload_content=False)
-    assert sent[0]["headers"]["Content-Type"] != "application/merge-patch+json"
+    api._api_client.configuration.api_key = {"BearerToken": "Bearer t0ken"}
+    replies.append(_Response(200, {"kind": "Status"}))
+    replies.append(_Response(404, {"kind": "Status", "message": 'nodes "gone" not found'}))
+    assert call_json(Route(api._api_client, "POST", "/api/v1/nodes"), {"metadata": {"name": "n"}}) == {"kind": "Status"}
+    assert sent[0]["headers"]["Content-Type"] == "application/json"
+    assert sent[0]["headers"]["authorization"] == "Bearer t0ken"
+    assert json.loads(sent[0]["body"]) == {"metadata": {"name": "n"}}
+    with pytest.raises(ApiCallError) as refused:
+        call_json(Route(api._api_client, "GET", "/api/v1/nodes/gone"))
+    assert refused.value.status == 404 and refused.value.message == 'nodes "gone" not found'
+
+
+@pytest.mark.parametrize("args, path", [
+    (("v1", "nodes"), "/api/v1/nodes"),
+    (("v1", "nodes", None, "lab-node-0", "status"), "/api/v1/nodes/lab-node-0/status"),
+    (("apps/v1", "deployments", "team-a"), "/apis/apps/v1/namespaces/team-a/deployments"),
+    (("resource.k8s.io/v1", "resourceslices", None, "a/b"), "/apis/resource.k8s.io/v1/resourceslices/a%2Fb"),
+])
+def test_api_path_spells_core_and_group_paths_as_the_api_server_serves_them(args, path):
+    from ansible_collections.gpushare.k8s.plugins.module_utils.cluster_objects import api_path
+
+    assert api_path(*args) == path
 
 
 def test_get_and_list_decode_raw_json_and_follow_pages(wire):
