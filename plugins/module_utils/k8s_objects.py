@@ -164,8 +164,8 @@ def _failure(exc):
     """The result kubernetes.core's runner makes of an exception raised while acting on one definition."""
     error = dict(getattr(exc, "result", None) or {})
     reason = getattr(exc.__cause__, "reason", None)
-    if reason is not None:
-        error["reason"] = reason
+    if reason is not None:  # an HTTP reason phrase, or (connection refused) urllib3's exception: a task result holds text
+        error["reason"] = reason if isinstance(reason, str) else to_native(reason)
     error["msg"] = to_native(exc)
     error["failed"] = True
     return error

@@ -1,0 +1,65 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""run_objects and run_objects_info when nothing listens: a failed result that a task can carry (text, not exceptions)."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import AUTH_ARG_SPEC
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_objects import OBJECTS_ARG_SPEC, run_objects, run_objects_info
+
+
+@pytest.fixture
+def closed_port_kubeconfig(tmp_path):
+    with socket.socket() as sock:  # a port nothing listens on once closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:%d" % port}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+    }))
+    return str(path)
+
+
+def params(spec, **values):
+    out = {key: value.get("default") for key, value in spec.items()}
+    out.update(values, request_timeout=2)
+    return out
+
+
+def test_an_unreachable_api_server_gives_a_failed_result_of_plain_values(closed_port_kubeconfig):
+    written = run_objects(params(OBJECTS_ARG_SPEC, kubeconfig=closed_port_kubeconfig, resource_definition={
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "default"}}))
+    read = run_objects_info(params(AUTH_ARG_SPEC, kubeconfig=closed_port_kubeconfig, kind="Node", api_version="v1", name=None,
+                                   namespace=None, label_selectors=[], field_selectors=[], queries=None, wait=False))
+    for result in (written, read):
+        assert result["failed"] and result["msg"]
+        json.dumps(result)  # what ansible-core must send back from the task: no exception objects
+
+
+def test_a_refused_connection_after_discovery_gives_its_reason_as_text():
+    """kubernetes.core wraps urllib3's MaxRetryError, whose reason is the connection error itself (an exception)."""
+    import urllib3
+
+    from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_objects import _failure
+
+    refused = urllib3.exceptions.NewConnectionError(None, "Failed to establish a new connection: [Errno 111] Connection refused")
+    try:
+        try:
+            raise urllib3.exceptions.MaxRetryError(None, "/api/v1/namespaces/default/configmaps/a", reason=refused)
+        except urllib3.exceptions.MaxRetryError as cause:
+            raise RuntimeError("Failed to patch object") from cause
+    except RuntimeError as exc:
+        result = _failure(exc)
+    assert result["failed"] and result["msg"] == "Failed to patch object"
+    assert "Connection refused" in result["reason"]
+    json.dumps(result)
