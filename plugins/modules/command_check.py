@@ -12,7 +12,7 @@ version_added: 0.1.0
 author:
   - gpushare.k8s maintainers (@gpushare)
 description:
-  - Runs O(argv) (no shell) and fails, naming the command, its exit code, its output and its errors, unless it exits
+  - Runs O(argv) (no shell, no C(~) expansion) and fails, naming the command, its exit code, its output and its errors, unless it exits
     O(expect_rc) and, when O(expect_stdout) is set, prints exactly that (without the last newline).
   - What M(ansible.builtin.command) and an M(ansible.builtin.assert) on its result do together, in one task. The lab
     self-tests its installed C(bin/check-request.sh) with it. Runs in the controller when the task's connection is local
@@ -49,7 +49,7 @@ seealso:
 EXAMPLES = r"""
 - name: The installed script passes a manifest that asks for one unit per container
   gpushare.k8s.command_check:
-    argv: [~/gpushare-lab/bin/check-request.sh, ~/gpushare-lab/k8s/mig-job.yaml]
+    argv: [/home/lab/gpushare/bin/check-request.sh, /home/lab/gpushare/k8s/mig-job.yaml]
     expect_stdout: OK
 """
 
@@ -72,8 +72,6 @@ cmd:
   type: str
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpushare.k8s.plugins.module_utils.command_check import run_check
@@ -89,8 +87,7 @@ def main(module_class=AnsibleModule):
         ),
         supports_check_mode=False,
     )
-    argv = [os.path.expanduser(arg) for arg in module.params["argv"]]
-    result = run_check(argv, module.params["expect_rc"], module.params["expect_stdout"], module.params["timeout"])
+    result = run_check(module.params["argv"], module.params["expect_rc"], module.params["expect_stdout"], module.params["timeout"])
     if result.pop("failed"):
         module.fail_json(changed=False, **result)
     module.exit_json(changed=False, **result)

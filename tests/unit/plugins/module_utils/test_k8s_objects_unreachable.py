@@ -53,13 +53,9 @@ def test_a_refused_connection_after_discovery_gives_its_reason_as_text():
     from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_objects import _failure
 
     refused = urllib3.exceptions.NewConnectionError(None, "Failed to establish a new connection: [Errno 111] Connection refused")
-    try:
-        try:
-            raise urllib3.exceptions.MaxRetryError(None, "/api/v1/namespaces/default/configmaps/a", reason=refused)
-        except urllib3.exceptions.MaxRetryError as cause:
-            raise RuntimeError("Failed to patch object") from cause
-    except RuntimeError as exc:
-        result = _failure(exc)
+    wrapped = RuntimeError("Failed to patch object")
+    wrapped.__cause__ = urllib3.exceptions.MaxRetryError(None, "/api/v1/namespaces/default/configmaps/a", reason=refused)
+    result = _failure(wrapped)
     assert result["failed"] and result["msg"] == "Failed to patch object"
     assert "Connection refused" in result["reason"]
     json.dumps(result)
