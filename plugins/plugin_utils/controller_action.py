@@ -26,6 +26,7 @@ from ansible.module_utils.common.parameters import remove_values
 from ansible.module_utils.errors import UnsupportedError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
 
 try:
     import kubernetes  # noqa: F401 pylint: disable=unused-import
@@ -33,6 +34,8 @@ except ImportError:
     HAS_KUBERNETES = False
 else:
     HAS_KUBERNETES = True
+
+display = Display()
 
 COLLECTION = "gpushare.k8s"
 LOCAL_CONNECTIONS = frozenset(("local", "ansible.builtin.local"))
@@ -199,6 +202,8 @@ class ControllerAction(ActionBase):
             result.update(self._execute_module(module_name="%s.%s" % (COLLECTION, self.MODULE), module_args=self._task.args,
                                                task_vars=task_vars, wrap_async=bool(self._task.async_val)))
             return result
+        # -vvv says where the work runs, as the connection's "<host> EXEC" line does for a module process.
+        display.vvv("RUN %s.%s IN THE CONTROLLER (no module process)" % (COLLECTION, self.MODULE), host=self._play_context.remote_addr)
         result.update(run_in_process(import_module_file(self.MODULE), self._task.args,
                                      check_mode=bool(self._task.check_mode), diff=bool(self._task.diff)))
         return result
