@@ -56,19 +56,21 @@ def _write(path, data, mode, directory_mode):
         raise
 
 
-def write_files(files, directory_mode="0755", check_mode=False):
+def write_files(files, directory_mode="0755", check_mode=False, fields=None, dest_option="dest"):
     """Write each ``{dest, content, mode}`` whose file differs; return one ``{dest, changed, diff}`` per file.
 
-    Every entry is checked before the first write, so bad input writes nothing.
+    Every entry is checked before the first write, so bad input writes nothing. Errors name ``files[i].mode`` and
+    ``files[i].dest``, or ``<fields[i]>.mode`` and ``<fields[i]>.<dest_option>`` for a caller whose option differs.
     """
     planned = []
     dir_mode = parse_mode(directory_mode, "directory_mode")
     for index, entry in enumerate(files):
+        field = fields[index] if fields else "files[%d]" % index
         dest = os.path.abspath(os.path.expanduser(entry["dest"]))
-        mode = parse_mode(entry.get("mode") or "0644", "files[%d].mode" % index)
+        mode = parse_mode(entry.get("mode") or "0644", "%s.mode" % field)
         data = (entry.get("content") or "").encode("utf-8")
         if os.path.isdir(dest):
-            raise InputError("files[%d].dest" % index, "%s is a directory" % dest, "name a file")
+            raise InputError("%s.%s" % (field, dest_option), "%s is a directory" % dest, "name a file")
         planned.append((dest, data, mode))
     results = []
     for dest, data, mode in planned:

@@ -18,20 +18,19 @@ are reported as objects that would be created. No Ansible controller import: pyt
 from __future__ import annotations
 
 import copy
-import os
 
 try:
     from .errors import InputError
     from .k8s_auth import AUTH_ARG_SPEC
     from .k8s_objects import OBJECTS_ARG_SPEC, run_objects, run_objects_info
-    from .lab_files import parse_mode, write_files
+    from .lab_files import write_files
     from .manifest_yaml import ManifestError
     from .preflight import manifest_objects
 except ImportError:  # loaded as plain modules, side by side
     from errors import InputError  # type: ignore[no-redef]
     from k8s_auth import AUTH_ARG_SPEC  # type: ignore[no-redef]
     from k8s_objects import OBJECTS_ARG_SPEC, run_objects, run_objects_info  # type: ignore[no-redef]
-    from lab_files import parse_mode, write_files  # type: ignore[no-redef]
+    from lab_files import write_files  # type: ignore[no-redef]
     from manifest_yaml import ManifestError  # type: ignore[no-redef]
     from preflight import manifest_objects  # type: ignore[no-redef]
 
@@ -85,13 +84,11 @@ def run_manifests(params, check_mode=False, diff=False):
             parsed.append(manifest_objects(manifest["content"]))
         except ManifestError as exc:
             return dict(failed=True, changed=False, msg="%s.content: manifest: %s" % (_label(index, manifest), exc))
+    with_path = [index for index, manifest in enumerate(manifests) if manifest.get("path")]
+    files = [dict(dest=manifests[i]["path"], content=manifests[i]["content"], mode=manifests[i].get("mode")) for i in with_path]
     try:
-        for index, manifest in enumerate(manifests):
-            parse_mode(manifest.get("mode") or "0644", "manifests[%d].mode" % index)
-            if manifest.get("path") and os.path.isdir(os.path.expanduser(manifest["path"])):
-                raise InputError("manifests[%d].path" % index, "%s is a directory" % manifest["path"], "name a file")
-        files = [dict(dest=m["path"], content=m["content"], mode=m.get("mode") or "0644") for m in manifests if m.get("path")]
-        written = write_files(files, params.get("directory_mode") or "0755", check_mode=check_mode)
+        written = write_files(files, params.get("directory_mode") or "0755", check_mode=check_mode,
+                              fields=["manifests[%d]" % i for i in with_path], dest_option="path")
     except InputError as exc:
         return dict(failed=True, changed=False, msg=str(exc))
     except OSError as exc:
