@@ -49,7 +49,6 @@ PAGE_SIZE = 500
 # Seconds a request may take when neither the call nor its client (k8s_auth.build_api_client) sets a bound.
 REQUEST_TIMEOUT = 30
 
-# kind -> (API group class name, apiVersion, method stem, namespaced)
 # kind: (apiVersion, plural, namespaced)
 _KINDS = {
     "Node": ("v1", "nodes", False),
@@ -107,8 +106,7 @@ def api_path(api_version, plural, namespace=None, name=None, subresource=None):
 
 
 # The generated client's keyword names, as the API server spells the query parameters.
-_QUERY_NAMES = {"label_selector": "labelSelector", "field_selector": "fieldSelector", "_continue": "continue", "limit": "limit",
-                "dry_run": "dryRun", "field_manager": "fieldManager"}
+_QUERY_NAMES = {"label_selector": "labelSelector", "field_selector": "fieldSelector", "_continue": "continue"}
 
 
 class Route:
@@ -126,6 +124,7 @@ class Route:
         self.verb = verb
         self.path = path
 
+    # _preload_content: call_json asks generated methods for the raw response; a Route always returns it.
     def __call__(self, body=None, _preload_content=False, _request_timeout=None, _content_type=None, **query):
         headers = {"Accept": "application/json"}
         if body is not None:
