@@ -39,7 +39,7 @@ try:
     from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import K8SClient
     from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
     from ansible_collections.kubernetes.core.plugins.module_utils.k8s.runner import get_definitions, perform_action
-    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.service import K8sService
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.service import K8sService, decode_response
 except ImportError:
     HAS_KUBERNETES = False
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
@@ -151,13 +151,43 @@ class _Module:
         return HAS_KUBERNETES
 
 
+class _CreatedMeanwhile(Exception):
+    """Creating an object failed because another writer created it after this call read it."""
+
+
+def _create_or_report_race(svc, resource, definition):
+    """Create ``definition``; if that fails and the object now exists, raise :class:`_CreatedMeanwhile`.
+
+    kubernetes.core reads an object, then creates it when it was absent. Another writer (a second lab run,
+    a controller) can create it in between. The API server then refuses the create: 409 AlreadyExists, or
+    first an admission error such as "exceeded quota" (admission runs before storage sees the name). Upstream
+    reports the 409 as a change with a warning about ProjectRequests and fails on the rest; here the caller
+    acts again on what exists now (an update, whose diff says whether anything changed).
+    """
+    namespace = definition["metadata"].get("namespace")
+    try:
+        return decode_response(svc.client.create(resource, definition, namespace=namespace, serialize=False))
+    except Exception as exc:  # any refusal: whether the object exists now decides what it means
+        try:
+            existing = svc.retrieve(resource, definition)
+        except CoreException:
+            existing = None
+        if existing:
+            raise _CreatedMeanwhile("%s was created by another writer while this task created it" % (
+                definition["metadata"].get("name"),)) from exc
+        reason = exc.body if hasattr(exc, "body") else exc
+        raise CoreException("Failed to create object: {0}".format(reason)) from exc
+
+
 def _service(params, check_mode, diff):
     """kubernetes.core's K8sService over the collection's client (request_timeout, retries)."""
     api_client = build_api_client(params)
     dynamic = k8sdynamicclient.K8SDynamicClient(api_client, discoverer=LazyDiscoverer)
     client = K8SClient(configuration=api_client.configuration, client=dynamic, dry_run=check_mode)
     module = _Module(params, check_mode, diff)
-    return K8sService(client, module), module
+    svc = K8sService(client, module)
+    svc.create = lambda resource, definition: _create_or_report_race(svc, resource, definition)
+    return svc, module
 
 
 def _failure(exc):
@@ -197,7 +227,10 @@ def run_objects(params, check_mode=False, diff=False):
     results = []
     for definition in definitions:
         try:
-            results.append(perform_action(svc, definition, params))
+            try:
+                results.append(perform_action(svc, definition, params))
+            except _CreatedMeanwhile:  # created by another writer between the read and the create: act on it now
+                results.append(perform_action(svc, definition, params))
         except _Done as done:
             return done.result
         except Exception as exc:  # kubernetes.core's runner turns any failure into the task's message

@@ -1,0 +1,101 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Two writers create the same object at once, on the live lab cluster.
+
+kubernetes.core reads an object and creates it when it was absent. When another writer (a second lab
+run) creates it in between, the API server refuses the create: 409 AlreadyExists, or an admission
+error first (a full quota: admission runs before storage sees the name). ``gpushare.k8s.objects`` then
+acts on the object that exists now. Here the other writer is kubectl, run right after the collection's
+read: every answer comes from the real API server.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible_collections.gpushare.k8s.plugins.module_utils import k8s_objects
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_objects import OBJECTS_ARG_SPEC, run_objects
+
+NAMESPACE = "it-objects-race"
+
+
+@pytest.fixture
+def namespace(kubectl):
+    kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true", timeout=120)
+    kubectl("create", "namespace", NAMESPACE)
+    yield NAMESPACE
+    kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false")
+
+
+@pytest.fixture
+def other_writer_after_first_read(monkeypatch, kubectl):
+    """Make kubectl create ``manifest`` right after the collection's first read of it (which found nothing)."""
+    def arm(manifest):
+        reads = []
+
+        class Service(k8s_objects.K8sService):
+            def retrieve(self, resource, definition):
+                existing = super().retrieve(resource, definition)
+                reads.append(existing)
+                if len(reads) == 1:
+                    kubectl("create", "-f", "-", input_text=json.dumps(manifest))
+                return existing
+
+        monkeypatch.setattr(k8s_objects, "K8sService", Service)
+        return reads
+    return arm
+
+
+def params(kubeconfig, definition):
+    out = {key: value.get("default") for key, value in OBJECTS_ARG_SPEC.items()}
+    out.update(kubeconfig=kubeconfig, resource_definition=definition)
+    return out
+
+
+def test_an_object_created_meanwhile_is_updated_to_the_definition(kubeconfig, kubectl, namespace, other_writer_after_first_read):
+    theirs = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared", "namespace": namespace},
+              "data": {"owner": "other", "kept": "yes"}}
+    ours = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared", "namespace": namespace},
+            "data": {"owner": "us"}}
+    reads = other_writer_after_first_read(theirs)
+
+    result = run_objects(params(kubeconfig, ours))
+
+    assert not result.get("failed"), result
+    assert reads[0] is None  # the first read found nothing: the create raced with kubectl's
+    assert result["method"] == "update" and result["changed"] is True
+    assert not any("409" in warning for warning in result.get("warnings", []))
+    data = json.loads(kubectl("get", "configmap", "shared", "-n", namespace, "-o", "json").stdout)["data"]
+    assert data == {"owner": "us", "kept": "yes"}  # a strategic merge patch of what the other writer made
+
+
+def test_a_pod_created_meanwhile_under_a_full_quota_is_not_a_quota_failure(kubeconfig, kubectl, namespace,
+                                                                            other_writer_after_first_read):
+    """The failure CI saw when two lab runs started a team's Pods at once: 403 exceeded quota, not 409."""
+    kubectl("create", "quota", "one-pod", "--hard=pods=1", "-n", namespace)
+    kubectl("wait", "--for=jsonpath={.status.hard.pods}=1", "resourcequota/one-pod", "-n", namespace, "--timeout=60s")
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "job", "namespace": namespace},
+           "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    reads = other_writer_after_first_read(pod)
+
+    result = run_objects(params(kubeconfig, pod))
+
+    assert not result.get("failed"), result
+    assert reads[0] is None
+    assert result["method"] == "update" and result["changed"] is False
+
+
+def test_a_create_refused_for_its_own_reason_still_fails_with_it(kubeconfig, kubectl, namespace):
+    kubectl("create", "quota", "no-pods", "--hard=pods=0", "-n", namespace)
+    kubectl("wait", "--for=jsonpath={.status.hard.pods}=0", "resourcequota/no-pods", "-n", namespace, "--timeout=60s")
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "job", "namespace": namespace},
+           "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+
+    result = run_objects(params(kubeconfig, pod))
+
+    assert result["failed"]
+    assert "Failed to create object" in result["msg"] and "exceeded quota: no-pods" in result["msg"]
