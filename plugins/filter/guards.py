@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpushare.k8s.plugins.filter.gpushare import _check_config_name
 from ansible_collections.gpushare.k8s.plugins.module_utils import device_plugin as _dp
 from ansible_collections.gpushare.k8s.plugins.module_utils import guards as _guards
+from ansible_collections.gpushare.k8s.plugins.module_utils import inventory as _inv
 
 
 def _checked_names(configs):
     if isinstance(configs, dict):
         for name in configs:
-            _check_config_name(name)
+            _inv.check_config_name(name)
     return configs
 
 
