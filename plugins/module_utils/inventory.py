@@ -149,7 +149,11 @@ def gpu_inventory(nodes, configs=None):
     """``{node name: {resource: count}}``: what every inventory node advertises."""
     if not isinstance(nodes, (list, tuple)):
         raise ValueError("gpu_inventory: expected the list of inventory nodes ({name, gpus, config|mig})")
-    return {str(node.get("name")): node_gpu_resources(node, configs) for node in nodes}
+    inventory = {}
+    for node in nodes:
+        resources = node_gpu_resources(node, configs)  # first: it says what is wrong with a node that is not a mapping
+        inventory[str(node.get("name"))] = resources
+    return inventory
 
 
 def nodes_advertising(inventory, resource):

@@ -23,6 +23,7 @@ No Ansible controller import: pytest reaches it directly.
 from __future__ import annotations
 
 import copy
+import time
 import traceback
 
 from ansible.module_utils.common.text.converters import to_native
@@ -151,6 +152,11 @@ class _Module:
         return HAS_KUBERNETES
 
 
+# Seconds before each read that looks for an object another writer is creating: 0.35 s in all, which a create
+# refused for its own reason (a quota that is really full) also waits. Admission to storage takes milliseconds.
+_RACE_WAITS = (0, 0.05, 0.1, 0.2)
+
+
 class _CreatedMeanwhile(Exception):
     """Creating an object failed because another writer created it after this call read it."""
 
@@ -168,14 +174,19 @@ def _create_or_report_race(svc, resource, definition):
     try:
         return decode_response(svc.client.create(resource, definition, namespace=namespace, serialize=False))
     except Exception as exc:  # any refusal: whether the object exists now decides what it means
-        try:
-            existing = svc.retrieve(resource, definition)
-        except CoreException:
-            existing = None
-        if existing:
-            raise _CreatedMeanwhile("%s was created by another writer while this task created it" % (
-                definition["metadata"].get("name"),)) from exc
         reason = exc.body if hasattr(exc, "body") else exc
+        # A quota counts an object at admission, before storage holds it: another writer's object that took the last
+        # unit may take a moment to appear. Other refusals are judged on one read.
+        waits = _RACE_WAITS if getattr(exc, "status", None) == 409 or "exceeded quota" in to_native(reason) else (0,)
+        for wait in waits:
+            time.sleep(wait)
+            try:
+                existing = svc.retrieve(resource, definition)
+            except CoreException:
+                existing = None
+            if existing:
+                raise _CreatedMeanwhile("%s was created by another writer while this task created it" % (
+                    definition["metadata"].get("name"),)) from exc
         raise CoreException("Failed to create object: {0}".format(reason)) from exc
 
 

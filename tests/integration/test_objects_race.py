@@ -86,10 +86,12 @@ def test_a_pod_created_meanwhile_under_a_full_quota_is_not_a_quota_failure(kubec
 
     assert not result.get("failed"), result
     assert reads[0] is None
-    assert result["method"] == "update" and result["changed"] is False
+    # An update of the Pod kubectl made (kwok may have placed it meanwhile, so whether it changed is not asserted).
+    assert result["method"] == "update" and result["result"]["metadata"]["name"] == "job"
 
 
 def test_a_create_refused_for_its_own_reason_still_fails_with_it(kubeconfig, kubectl, namespace):
+    """Refused by a full quota, and nobody creates the Pod: the API server's refusal, after looking for 0.35 s."""
     kubectl("create", "quota", "no-pods", "--hard=pods=0", "-n", namespace)
     kubectl("wait", "--for=jsonpath={.status.hard.pods}=0", "resourcequota/no-pods", "-n", namespace, "--timeout=60s")
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "job", "namespace": namespace},

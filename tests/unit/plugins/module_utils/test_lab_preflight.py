@@ -1,0 +1,97 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The lab's preflight rules (module_utils/lab_preflight.py) on the lab's own inventory and on broken copies of it."""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab_preflight import (
+    PREFLIGHT_ARG_SPEC,
+    cluster_errors,
+    input_errors,
+    run_preflight,
+)
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..")
+LAB = yaml.safe_load(open(os.path.join(ROOT, "inventory", "group_vars", "all", "lab.yml"), encoding="utf-8"))
+
+
+def params(**changes):
+    out = {key: copy.deepcopy(spec.get("default")) for key, spec in PREFLIGHT_ARG_SPEC.items()}
+    out.update(
+        nodes=copy.deepcopy(LAB["gpushare_nodes"]),
+        configs=copy.deepcopy(LAB["gpushare_device_plugin_configs"]),
+        initial_configs=list(LAB["gpushare_device_plugin_initial_configs"]),
+        split_pods=copy.deepcopy(LAB["gpushare_split_pods"]),
+        placement=copy.deepcopy(LAB["gpushare_placement"]),
+        team_quota=copy.deepcopy(LAB["gpushare_team_quota"]),
+        team_pods=copy.deepcopy(LAB["gpushare_team_pods"]),
+    )
+    out.update(changes)
+    return out
+
+
+def cluster_node(name):
+    return {"metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"}}}
+
+
+def test_the_lab_as_written_passes_and_its_inventory_is_computed():
+    errors, inventory, names = input_errors(params())
+    assert errors == []
+    assert inventory["lab-node-1"] == {"nvidia.com/gpu": 8}
+    assert names == ["nvidia.com/gpu"]
+
+
+def test_a_team_that_does_not_fill_its_quota_names_both_fields_and_the_fix():
+    errors, _, _ = input_errors(params(team_pods=[{"name": "team-a-job-1"}]))
+    assert errors == ["gpushare_team_pods: 1 Pods of one unit each, but gpushare_team_quota.gpus is 2: the team must fill its quota "
+                      "exactly so that team-over is the Pod it refuses. Fix: list 2 team Pods, or set gpus: 1."]
+
+
+@pytest.mark.parametrize("gpus, shown", [("2", '"2"'), (0, "0"), (True, "true"), (None, "null")])
+def test_quota_gpus_that_are_not_a_whole_number_are_refused(gpus, shown):
+    errors, _, _ = input_errors(params(team_quota={"name": "gpu-quota", "gpus": gpus}))
+    assert errors == ["gpushare_team_quota.gpus: %s is not a whole number of 1 or more. Fix: set the GPU slots the team may "
+                      "request, e.g. gpus: 2." % shown]
+
+
+def test_every_disagreement_is_reported_at_once():
+    broken = params(initial_configs=["default", "nope"], split_pods=[{"name": "x", "resource": "example.com/none"}])
+    broken["nodes"].append({"name": "lab-node-9", "gpus": 1})
+    errors, _, _ = input_errors(broken)
+    assert [error.split(":")[0] for error in errors] == ["gpushare_device_plugin_initial_configs", "gpushare_nodes", "gpushare_split_pods"]
+    assert "lab-node-9 set neither config nor mig" in errors[1]
+
+
+def test_a_node_that_is_not_a_mapping_is_a_model_error_not_a_crash():
+    with pytest.raises(ValueError, match="must be a mapping with name and gpus"):
+        input_errors(params(nodes=["lab-node-0"]))
+
+
+def test_a_quota_that_is_not_a_mapping_is_refused_with_an_example():
+    result = run_preflight(params(checks=["input"], team_quota=2))
+    assert result["failed"] and result["msg"].startswith("gpushare_team_quota: must be a mapping, got 2. Fix: write e.g.")
+
+
+def test_input_only_needs_no_cluster():
+    result = run_preflight(params(checks=["input"], kubeconfig="/nonexistent/kubeconfig"))
+    assert not result.get("failed"), result
+    assert result["msg"] == "The lab's parameters agree with each other."
+
+
+def test_cluster_errors_name_missing_nodes_unknown_config_labels_and_a_quota_shrink():
+    p = params(initial_configs=[])
+    quota = {"status": {"hard": {"requests.nvidia.com/gpu": "4"}, "used": {"requests.nvidia.com/gpu": "3"}}}
+    errors = cluster_errors(p, ["nvidia.com/gpu"], [cluster_node("lab-node-0"), cluster_node("lab-node-2")], {"data": {"default": ""}}, quota)
+    assert any("lab-node-1" in error and "gpushare_nodes" in error for error in errors), errors
+    assert any("shared" in error and "device-plugin-configs" in error for error in errors), errors
+    assert any("team_quota_allow_shrink" in error for error in errors), errors
+    assert cluster_errors(dict(p, allow_quota_shrink=True, initial_configs=["default", "shared"]), ["nvidia.com/gpu"],
+                          [cluster_node(n["name"]) for n in p["nodes"]], None, quota) == []
