@@ -73,8 +73,8 @@ def test_an_object_created_meanwhile_is_updated_to_the_definition(kubeconfig, ku
     assert data == {"owner": "us", "kept": "yes"}  # a strategic merge patch of what the other writer made
 
 
-def test_a_pod_created_meanwhile_under_a_full_quota_is_not_a_quota_failure(kubeconfig, kubectl, namespace,
-                                                                            other_writer_after_first_read):
+def test_a_pod_created_meanwhile_under_a_full_quota_is_not_a_quota_failure(
+        kubeconfig, kubectl, namespace, other_writer_after_first_read):
     """The failure CI saw when two lab runs started a team's Pods at once: 403 exceeded quota, not 409."""
     kubectl("create", "quota", "one-pod", "--hard=pods=1", "-n", namespace)
     kubectl("wait", "--for=jsonpath={.status.hard.pods}=1", "resourcequota/one-pod", "-n", namespace, "--timeout=60s")

@@ -50,14 +50,14 @@ def test_the_lab_as_written_passes_and_its_inventory_is_computed():
 
 
 def test_a_team_that_does_not_fill_its_quota_names_both_fields_and_the_fix():
-    errors, _, _ = input_errors(params(team_pods=[{"name": "team-a-job-1"}]))
+    errors = input_errors(params(team_pods=[{"name": "team-a-job-1"}]))[0]
     assert errors == ["gpushare_team_pods: 1 Pods of one unit each, but gpushare_team_quota.gpus is 2: the team must fill its quota "
                       "exactly so that team-over is the Pod it refuses. Fix: list 2 team Pods, or set gpus: 1."]
 
 
 @pytest.mark.parametrize("gpus, shown", [("2", '"2"'), (0, "0"), (True, "true"), (None, "null")])
 def test_quota_gpus_that_are_not_a_whole_number_are_refused(gpus, shown):
-    errors, _, _ = input_errors(params(team_quota={"name": "gpu-quota", "gpus": gpus}))
+    errors = input_errors(params(team_quota={"name": "gpu-quota", "gpus": gpus}))[0]
     assert errors == ["gpushare_team_quota.gpus: %s is not a whole number of 1 or more. Fix: set the GPU slots the team may "
                       "request, e.g. gpus: 2." % shown]
 
@@ -65,7 +65,7 @@ def test_quota_gpus_that_are_not_a_whole_number_are_refused(gpus, shown):
 def test_every_disagreement_is_reported_at_once():
     broken = params(initial_configs=["default", "nope"], split_pods=[{"name": "x", "resource": "example.com/none"}])
     broken["nodes"].append({"name": "lab-node-9", "gpus": 1})
-    errors, _, _ = input_errors(broken)
+    errors = input_errors(broken)[0]
     assert [error.split(":")[0] for error in errors] == ["gpushare_device_plugin_initial_configs", "gpushare_nodes", "gpushare_split_pods"]
     assert "lab-node-9 set neither config nor mig" in errors[1]
 
