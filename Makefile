@@ -85,10 +85,8 @@ lint: setup
 # The static checks first (a minute; a lint error should not wait for the live tests),
 # then the unit tests (two workers), then the live-cluster tests (pytest, the slowest
 # listed at the end) with the molecule scenario beside them: it runs on a cluster of its
-# own (gpushare-molecule). The live tests run in two workers, by cluster: the tests of a
-# module that brings up its own cluster (DRA, operator, faults, least privilege, ...) are
-# one group each, the tests sharing the lab's cluster one group (tests/integration/conftest.py).
-# Molecule's output is shown once both have ended; either failing fails the target.
+# own (gpushare-molecule), and the live tests, one lab run at a time, leave a core idle.
+# Its output is shown once both have ended; either failing fails the target.
 MOLECULE_LOG := $(CURDIR)/tests/output/molecule.log
 LIVE_LOG := $(CURDIR)/tests/output/live-tests.log
 test: cluster
@@ -97,7 +95,7 @@ test: cluster
 	@mkdir -p $(dir $(MOLECULE_LOG))
 	@echo "[test] molecule runs beside the live tests; its output: $(MOLECULE_LOG)"
 	@molecule test > $(MOLECULE_LOG) 2>&1 & molecule=$$!; \
-	  $(PYTEST) --durations=15 -n 2 --dist loadgroup tests/integration 2>&1 | tee $(LIVE_LOG); pytest_rc=$${PIPESTATUS[0]}; \
+	  $(PYTEST) --durations=15 tests/integration 2>&1 | tee $(LIVE_LOG); pytest_rc=$${PIPESTATUS[0]}; \
 	  wait $$molecule; molecule_rc=$$?; \
 	  cat $(MOLECULE_LOG); \
 	  echo "[test] the live tests' summary (all of it above and in $(LIVE_LOG)):"; \

@@ -94,15 +94,3 @@ def run_playbook(kubeconfig):
         return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
                               env=subprocess_env(**(env or {})), check=False)
     return run
-
-
-def pytest_collection_modifyitems(items):
-    """Group the tests by the cluster they use, for ``pytest -n 2 --dist loadgroup`` (make test).
-
-    A module that brings up a cluster of its own names it in ``CLUSTER`` (gpushare-it-dra, gpushare-it-faults, ...):
-    its tests form one group, which a second worker runs beside the others. Every other test shares the lab's
-    cluster and state, so they form one group that one worker runs in order.
-    """
-    for item in items:
-        own = getattr(item.module, "CLUSTER", CLUSTER)
-        item.add_marker(pytest.mark.xdist_group("cluster-%s" % (own if own != CLUSTER else CLUSTER)))
