@@ -6,8 +6,7 @@
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleFilterError
-
+from ansible_collections.gpushare.k8s.plugins.filter.gpushare import _filter_errors
 from ansible_collections.gpushare.k8s.plugins.module_utils import inventory as _inv
 
 try:
@@ -21,20 +20,6 @@ class _Dumper(getattr(yaml, "SafeDumper", object)):
 
     def increase_indent(self, flow=False, indentless=False):
         return super().increase_indent(flow, False)
-
-
-def _filter_errors(func):
-    """The inventory model's errors as filter errors, with the same message."""
-
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except ValueError as exc:
-            raise AnsibleFilterError(str(exc)) from None
-
-    wrapper.__name__ = func.__name__
-    wrapper.__doc__ = func.__doc__
-    return wrapper
 
 
 @_filter_errors
