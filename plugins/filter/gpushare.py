@@ -77,6 +77,12 @@ def node_gpu_resources(node, configs=None):
 
 
 @_filter_errors
+def node_entries(nodes, configs=None, config_label=_inv.CONFIG_LABEL, mig_strategy="mixed", mode="advertise"):
+    """gpushare.k8s.node_resources ``nodes`` entries that label (and in ``advertise`` mode advertise) inventory nodes."""
+    return _inv.node_entries(nodes, configs, config_label=config_label, mig_strategy=mig_strategy, mode=mode)
+
+
+@_filter_errors
 def gpu_offenders(data, resources=_requests.DEFAULT_RESOURCES, max_per_container=1):
     """Containers asking for more than ``max_per_container`` of ``resources`` in YAML text, an object or a list of objects."""
     return _requests.find_offenders(data, resources=resources, max_per_container=max_per_container)
@@ -93,5 +99,6 @@ class FilterModule:
             "device_plugin_sharing": device_plugin_sharing,
             "gpu_offenders": gpu_offenders,
             "mig_resources": mig_resources,
+            "node_entries": node_entries,
             "node_gpu_resources": node_gpu_resources,
         }

@@ -18,11 +18,13 @@ import re
 try:
     from . import device_plugin as _dp
     from . import gpu_features as _features
+    from . import gpu_operator as _operator
     from . import mig as _mig
     from .guards import CONFIG_LABEL
 except ImportError:  # loaded as plain modules, side by side
     import device_plugin as _dp  # type: ignore[no-redef]
     import gpu_features as _features  # type: ignore[no-redef]
+    import gpu_operator as _operator  # type: ignore[no-redef]
     import mig as _mig  # type: ignore[no-redef]
     from guards import CONFIG_LABEL  # type: ignore[no-redef]
 
@@ -43,6 +45,7 @@ __all__ = [
 
 # Node labels the lab places workloads by (steps 2 and 3), from their homes.
 MIG_STRATEGY_LABEL = _features.MIG_STRATEGY_LABEL
+PRODUCT_LABEL = _features.GPU + "product"
 
 # A config name is both a ConfigMap key and the value of the node label nvidia.com/device-plugin.config.
 _CONFIG_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -154,6 +157,34 @@ def gpu_inventory(nodes, configs=None):
         resources = node_gpu_resources(node, configs)  # first: it says what is wrong with a node that is not a mapping
         inventory[str(node.get("name"))] = resources
     return inventory
+
+
+def node_entries(nodes, configs=None, config_label=CONFIG_LABEL, mig_strategy="mixed", mode="advertise"):
+    """The ``nodes`` entries of ``gpushare.k8s.node_resources`` that label, and advertise, inventory nodes as the lab does.
+
+    ``mode`` ``advertise`` (kwok nodes): a node with ``config`` (or neither config nor mig) gets ``config_label`` set to
+    its config (removed when it has none) and advertises what ``node_gpu_resources`` computes; a MIG node gets the MIG
+    strategy and GPU product labels, its MIG resources, and loses ``nvidia.com/gpu`` (the mixed strategy exposes only
+    its MIG profiles). ``operator`` (the GPU Operator advertises): labels only, the config label, or on a MIG node the
+    MIG manager's layout label. Every node is validated first.
+    """
+    if not isinstance(nodes, (list, tuple)):
+        raise ValueError("node_entries: expected the list of inventory nodes ({name, gpus, config|mig})")
+    if mode not in ("advertise", "operator"):
+        raise ValueError("node_entries: mode must be advertise or operator, got %r" % (mode,))
+    entries = []
+    for node in nodes:
+        resources = node_gpu_resources(node, configs)
+        mig = node.get("mig") is not None
+        if mode == "operator":
+            labels = {_operator.MIG_CONFIG_LABEL: _operator.node_layout(node)[0]} if mig else {config_label: node.get("config")}
+            entries.append({"name": node["name"], "labels": labels})
+        elif mig:
+            entries.append({"name": node["name"], "labels": {MIG_STRATEGY_LABEL: mig_strategy, PRODUCT_LABEL: node["mig"]["product"]},
+                            "resources": resources, "remove_resources": [_dp.DEFAULT_RESOURCE]})
+        else:
+            entries.append({"name": node["name"], "labels": {config_label: node.get("config")}, "resources": resources})
+    return entries
 
 
 def nodes_advertising(inventory, resource):

@@ -40,6 +40,7 @@ except ImportError:  # loaded as a plain module, next to cluster_objects.py
 
 
 FIELDS = ("capacity", "allocatable")
+LABELS = "labels"  # the key of before/after holding the managed labels
 DEFAULT_FIELDS = FIELDS
 STATES = ("present", "absent")
 DEFAULT_PARALLELISM = 16
@@ -239,6 +240,88 @@ def check_parallelism(parallelism):
     return parallelism
 
 
+_LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_ENTRY_KEYS = ("name", "resources", "remove_resources", "labels")
+
+
+def label_error(key, value, where):
+    """Return why ``key: value`` is not a label the API server accepts (``None`` removes it), or ``None``."""
+    if not isinstance(key, str):
+        return "{0}: key {1!r} is not a string; use a label key such as nvidia.com/device-plugin.config".format(where, key)
+    prefix, _sep, short = key.rpartition("/")
+    if (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.match(prefix))) or len(short) > 63 or not _NAME_RE.match(short):
+        return (
+            '{0}: "{1}" is not a valid label key: an optional lowercase DNS subdomain and "/", then 1-63 letters, digits, '
+            '"-", "_" or ".", starting and ending with a letter or digit (e.g. "nvidia.com/device-plugin.config")'.format(where, key)
+        )
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return '{0}["{1}"]: {2!r} is a {3}, not a string; quote it, e.g. "{2}"'.format(where, key, value, type(value).__name__)
+    if len(value) > 63 or not _LABEL_VALUE_RE.match(value):
+        return (
+            '{0}["{1}"]: {2!r} is not a valid label value: at most 63 letters, digits, "-", "_" or ".", starting and ending '
+            "with a letter or digit".format(where, key, value)
+        )
+    return None
+
+
+def normalize_node_entries(entries):
+    """Validate the ``nodes`` option; return ``[(name, {resource: count | None}, labels | None)]`` in order.
+
+    Each entry names one Node and what to set on it: ``resources`` (name to count), ``remove_resources`` (names)
+    and ``labels`` (key to value; ``None`` removes the label). Every problem is reported at once.
+    """
+    if not isinstance(entries, (list, tuple)) or not entries:
+        raise NodeResourcesError(
+            "nodes: needs a non-empty list of entries such as {{name: lab-node-0, resources: {{nvidia.com/gpu: 8}}, "
+            "labels: {{nvidia.com/device-plugin.config: shared}}}}; got {0!r}".format(entries)
+        )
+    errors = []
+    seen = set()
+    out = []
+    for index, entry in enumerate(entries):
+        where = "nodes[{0}]".format(index)
+        if not isinstance(entry, dict):
+            errors.append("{0}: {1!r} is not a mapping with name and resources, remove_resources or labels".format(where, entry))
+            continue
+        unknown = sorted(str(key) for key in entry if key not in _ENTRY_KEYS)
+        if unknown:
+            errors.append("{0}: unknown key(s) {1}; use {2}".format(where, ", ".join(unknown), ", ".join(_ENTRY_KEYS)))
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            errors.append("{0}.name: {1!r} is not a node name".format(where, name))
+        elif name in seen:
+            errors.append("{0}.name: {1} is listed twice; give each node one entry".format(where, name))
+        seen.add(name)
+        parts = {}
+        for key, state in (("resources", "present"), ("remove_resources", "absent")):
+            if entry.get(key) in (None, {}, []):
+                continue
+            try:
+                parts[key] = normalize_resources(entry[key], state)
+            except NodeResourcesError as exc:
+                # normalize_resources names its option "resources"; say which of the entry's keys it was
+                errors.append("{0}.{1}".format(where, str(exc).replace("resources: ", key + ": ")))
+        both = sorted(set(parts.get("resources", ())) & set(parts.get("remove_resources", ())))
+        if both:
+            errors.append("{0}: {1} is both in resources and in remove_resources; keep it in one".format(where, ", ".join(both)))
+        desired = dict(parts.get("resources", {}), **parts.get("remove_resources", {}))
+        labels = entry.get("labels")
+        if labels is not None:
+            if not isinstance(labels, dict):
+                errors.append("{0}.labels: must be a mapping of label key to value, got {1}".format(where, type(labels).__name__))
+                labels = None
+            else:
+                errors.extend(filter(None, (label_error(k, v, where + ".labels") for k, v in labels.items())))
+        if not desired and not labels:
+            errors.append("{0}: names no change; give resources, remove_resources or labels".format(where))
+        out.append((name, desired, labels))
+    if errors:
+        raise NodeResourcesError("; ".join(errors))
+    return out
+
+
 # --------------------------------------------------------------------------
 # Planning (pure)
 # --------------------------------------------------------------------------
@@ -273,8 +356,11 @@ def plan_node(status, resources, state="present", fields=DEFAULT_FIELDS):
     are ``{field: {name: value}}`` limited to the managed names. Every other key
     of ``status`` is left out of the patch and so preserved.
     """
-    desired = normalize_resources(resources, state)
-    fields = normalize_fields(fields)
+    return _plan_status(status, normalize_resources(resources, state), normalize_fields(fields))
+
+
+def _plan_status(status, desired, fields):
+    """``plan_node`` on validated input: ``desired`` maps names to counts (set) or ``None`` (remove)."""
     status = status or {}
     before = managed_view(status, desired, fields)
     after = {}
@@ -296,6 +382,35 @@ def plan_node(status, resources, state="present", fields=DEFAULT_FIELDS):
             changes[field] = field_changes
     patch = {"status": changes} if changes else None
     return patch, before, after
+
+
+def _plan_labels(metadata, labels):
+    """``(patch, before, after)`` for the managed ``labels`` (``None`` removes one); ``patch`` is ``None`` when they match."""
+    current = (metadata or {}).get("labels") or {}
+    before = {key: current[key] for key in labels if key in current}
+    after = {key: value for key, value in labels.items() if value is not None}
+    patch = {key: value for key, value in labels.items() if before.get(key) != after.get(key)}
+    return (patch or None), before, after
+
+
+def _plan(node, want, fields):
+    """``(label_patch, status_patch, before, after)`` for one Node; ``want`` is ``(resources, labels | None)``."""
+    desired, labels = want
+    status_patch, before, after = _plan_status(node.get("status"), desired, fields)
+    label_patch = None
+    if labels is not None:
+        label_patch, before[LABELS], after[LABELS] = _plan_labels(node.get("metadata"), labels)
+    return label_patch, status_patch, before, after
+
+
+def _view(node, want, fields):
+    """What the managed keys of ``node`` are now."""
+    desired, labels = want
+    view = managed_view(node.get("status"), desired, fields)
+    if labels is not None:
+        current = (node.get("metadata") or {}).get("labels") or {}
+        view[LABELS] = {key: current[key] for key in labels if key in current}
+    return view
 
 
 def is_kwok_node(node):
@@ -334,6 +449,9 @@ class CoreNodeApi:
         kwargs = {"label_selector": label_selector} if label_selector else {}
         return list_pages(self._route("GET"), timeout=self._timeout, error=NodeApiError, **kwargs)
 
+    def patch_node(self, name, patch):
+        return call_json(self._route("PATCH", name), patch, timeout=self._timeout, error=NodeApiError, _content_type=MERGE_PATCH)
+
     def patch_node_status(self, name, patch):
         return call_json(self._route("PATCH", name, "status"), patch, timeout=self._timeout, error=NodeApiError, _content_type=MERGE_PATCH)
 
@@ -357,7 +475,7 @@ class RetryPolicy:
         return delay * (0.5 + random.random() / 2)
 
 
-def _read_targets(api, names, label_selector, allow_no_match):
+def _read_targets(api, names, label_selector, allow_no_match, option="name"):
     if names is not None:
         if len(names) == 1:
             try:
@@ -372,8 +490,8 @@ def _read_targets(api, names, label_selector, allow_no_match):
         missing = [n for n in names if n not in by_name]
         if missing:
             raise NodeResourcesError(
-                "name: node(s) not found: {0}. Check the names with `kubectl get nodes`; "
-                "nothing was changed".format(", ".join(missing))
+                "{0}: node(s) not found: {1}. Fix: correct the names (see `kubectl get nodes`) or create the nodes; "
+                "nothing was changed".format(option, ", ".join(missing))
             )
         return [by_name[n] for n in names]
 
@@ -399,21 +517,33 @@ def _check_real_nodes(nodes, allow_real_nodes):
         )
 
 
-def _converge(api, node, desired, state, fields, policy):
-    """Bring one Node to the desired state; return its result dict."""
+def _with_version(patch, node):
+    """``patch`` with the resourceVersion precondition of ``node``: a concurrent writer's change is a 409 we retry."""
+    version = (node.get("metadata") or {}).get("resourceVersion")
+    if not version:
+        return patch
+    body = dict(patch)
+    body["metadata"] = dict(body.get("metadata") or {}, resourceVersion=version)
+    return body
+
+
+def _converge(api, node, want, fields, policy):
+    """Bring one Node to the desired labels, then status; return its result dict."""
     name = node_name(node)
-    patch, before, after = plan_node(node.get("status"), desired, state, fields)
+    label_patch, status_patch, before, after = _plan(node, want, fields)
     attempt = 0
-    while patch is not None:
+    wrote = False
+    while label_patch is not None or status_patch is not None:
         attempt += 1
-        body = dict(patch)
-        # The precondition makes a concurrent writer's change a 409 we retry
-        # on fresh data, so ``before`` is exactly what this write replaced.
-        version = (node.get("metadata") or {}).get("resourceVersion")
-        if version:
-            body["metadata"] = {"resourceVersion": version}
         try:
-            updated = api.patch_node_status(name, body)
+            # The precondition makes a concurrent writer's change a 409 we retry on fresh data, so ``before`` is
+            # exactly what this write replaced.
+            if label_patch is not None:
+                node = api.patch_node(name, _with_version({"metadata": {"labels": label_patch}}, node))
+                label_patch, wrote = None, True
+            if status_patch is not None:
+                node = api.patch_node_status(name, _with_version(status_patch, node))
+                status_patch, wrote = None, True
         except NodeApiError as exc:
             if not exc.retryable or attempt >= policy.attempts:
                 if attempt >= policy.attempts and exc.retryable:
@@ -421,16 +551,16 @@ def _converge(api, node, desired, state, fields, policy):
                 raise
             policy.sleep(policy.delay(attempt))
             node = api.get_node(name)
-            patch, _unused, after = plan_node(node.get("status"), desired, state, fields)
+            label_patch, status_patch, _unused, after = _plan(node, want, fields)
             continue
-        after = managed_view(updated.get("status"), desired, fields)
-        break
+    if wrote:
+        after = _view(node, want, fields)
     return {"name": name, "changed": before != after, "before": before, "after": after}
 
 
 def apply_node_resources(
     api,
-    resources,
+    resources=None,
     state="present",
     names=None,
     label_selector=None,
@@ -440,55 +570,74 @@ def apply_node_resources(
     allow_no_match=False,
     parallelism=DEFAULT_PARALLELISM,
     policy=None,
+    nodes=None,
 ):
-    """Set (``present``) or remove (``absent``) extended resources on Nodes.
+    """Set (``present``) or remove (``absent``) extended resources on Nodes, and with ``nodes`` their labels.
 
-    Exactly one of ``names`` (list of Node names) and ``label_selector`` selects
-    the Nodes. Everything is validated and every target Node read before the
-    first write; a ``NodeResourcesError`` then means nothing was written.
+    Exactly one of ``names`` (list of Node names), ``label_selector`` and ``nodes``
+    selects the Nodes. ``resources`` and ``state`` apply to every Node selected by
+    ``names`` or ``label_selector``; ``nodes`` is a list of per-Node entries
+    (``normalize_node_entries``), each with its own resources, resources to remove
+    and labels. Everything is validated and every target Node read before the
+    first write; a ``NodeResourcesError`` then means nothing was written. Labels
+    may be written on any Node; resources only on kwok Nodes unless
+    ``allow_real_nodes``.
 
     Returns one dict per target Node: ``name``, ``changed``, ``before``,
-    ``after``. In check mode ``after`` and ``changed`` are the prediction.
-    Raises ``NodeWriteError`` (with all results) if some writes failed; failed
-    Nodes carry an ``error`` key.
+    ``after`` (``{field: {resource: value}}``, plus ``labels`` with ``nodes``
+    entries that set labels). In check mode ``after`` and ``changed`` are the
+    prediction. Raises ``NodeWriteError`` (with all results) if some writes
+    failed; failed Nodes carry an ``error`` key.
     """
-    if (names is None) == (label_selector is None):
-        raise NodeResourcesError("give exactly one of name and label_selector")
-    desired = normalize_resources(resources, state)
+    if sum(option is not None for option in (names, label_selector, nodes)) != 1:
+        raise NodeResourcesError("give exactly one of name, label_selector and nodes")
     fields = normalize_fields(fields)
     parallelism = check_parallelism(parallelism)
-    if names is not None:
-        names = normalize_names(names)
+    if nodes is not None:
+        if resources is not None or state != "present":
+            raise NodeResourcesError("nodes: give each entry its resources and remove_resources; resources and state apply to name and label_selector only")
+        entries = normalize_node_entries(nodes)
+        names = [name for name, _desired, _labels in entries]
+        option = "nodes"
+    else:
+        desired = normalize_resources(resources, state)
+        if names is not None:
+            names = normalize_names(names)
+        option = "name"
     policy = policy or RetryPolicy()
 
     try:
-        nodes = _read_targets(api, names, label_selector, allow_no_match)
+        targets = _read_targets(api, names, label_selector, allow_no_match, option)
     except NodeApiError as exc:
         raise NodeResourcesError("cannot read nodes: {0}".format(exc))
-    _check_real_nodes(nodes, allow_real_nodes)
+    if nodes is not None:
+        wants = [(desired, labels) for _name, desired, labels in entries]
+    else:
+        wants = [(desired, None)] * len(targets)
+    _check_real_nodes([node for node, want in zip(targets, wants) if want[0]], allow_real_nodes)
 
-    plans = [plan_node(n.get("status"), desired, state, fields) for n in nodes]
+    plans = [_plan(node, want, fields) for node, want in zip(targets, wants)]
     if check_mode:
         return [
-            {"name": node_name(n), "changed": patch is not None, "before": before, "after": after}
-            for n, (patch, before, after) in zip(nodes, plans)
+            {"name": node_name(node), "changed": label_patch is not None or status_patch is not None, "before": before, "after": after}
+            for node, (label_patch, status_patch, before, after) in zip(targets, plans)
         ]
 
-    results = [None] * len(nodes)
+    results = [None] * len(targets)
     pending = []
-    for index, (node, (patch, before, after)) in enumerate(zip(nodes, plans)):
-        if patch is None:
+    for index, (node, (label_patch, status_patch, before, after)) in enumerate(zip(targets, plans)):
+        if label_patch is None and status_patch is None:
             results[index] = {"name": node_name(node), "changed": False, "before": before, "after": after}
         else:
             pending.append(index)
 
     def run(index):
         try:
-            return _converge(api, nodes[index], desired, state, fields, policy)
+            return _converge(api, targets[index], wants[index], fields, policy)
         except Exception as exc:  # reported per node, never lost in a worker
-            _patch, before, _after = plans[index]
+            before = plans[index][2]
             return {
-                "name": node_name(nodes[index]),
+                "name": node_name(targets[index]),
                 "changed": False,
                 "before": before,
                 "after": before,

@@ -20,13 +20,14 @@ description:
     transient API errors (HTTP 429 and 5xx, connections refused or cut) with a short backoff.
   - Meant for kwok Nodes (annotation C(kwok.x-k8s.io/node=fake)), which have no kubelet or device
     plugin. Other Nodes are refused unless O(allow_real_nodes=true).
+  - With O(nodes), also sets or removes Node labels, so one task labels and advertises every Node of a role.
 author:
   - gpushare.k8s maintainers (@gpushare)
 options:
   name:
     description:
       - Names of the Nodes to change. Every Node must exist.
-      - Exactly one of O(name) and O(label_selector) is required.
+      - Exactly one of O(name), O(label_selector) and O(nodes) is required.
     type: list
     elements: str
     aliases: [names, node]
@@ -34,8 +35,34 @@ options:
     description:
       - Label selector choosing the Nodes to change, for example V(gpushare.example.com/gpu=true).
       - An empty string selects every Node.
-      - Exactly one of O(name) and O(label_selector) is required.
+      - Exactly one of O(name), O(label_selector) and O(nodes) is required.
     type: str
+  nodes:
+    description:
+      - One entry per Node, each with its own changes, so that a role labels and advertises all its Nodes in one
+        task. Every Node must exist (they are read in one request before the first write).
+      - Exactly one of O(name), O(label_selector) and O(nodes) is required; with O(nodes), O(resources) and
+        O(state) are not used.
+      - Each Node's labels are written first (a merge patch of C(metadata.labels)), then its status. Labels may be
+        written on any Node; resources only on kwok Nodes unless O(allow_real_nodes=true).
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: The Node's name.
+        type: str
+        required: true
+      resources:
+        description: Extended resources to set, resource name to count, as O(resources) with O(state=present).
+        type: dict
+      remove_resources:
+        description: Extended resources to remove from the Node status.
+        type: list
+        elements: str
+      labels:
+        description:
+          - Labels to set, key to value (a string). A value of V(null) removes the label. Other labels are kept.
+        type: dict
   resources:
     description:
       - "With O(state=present), a mapping of extended resource name to count, for example
@@ -44,8 +71,8 @@ options:
         its values are ignored).
       - Names must carry a domain prefix (V(example.com/gpu)). V(cpu), V(memory), V(pods) and names
         in the V(kubernetes.io) domain are refused.
+      - Required with O(name) or O(label_selector).
     type: raw
-    required: true
   state:
     description:
       - V(present) sets the resources to the given counts.
@@ -124,6 +151,21 @@ EXAMPLES = r"""
     resources:
       nvidia.com/mig-1g.10gb: 7
 
+- name: Label each node with its device-plugin config and advertise its slots, in one task
+  gpushare.k8s.node_resources:
+    nodes:
+      - name: lab-node-0
+        labels:
+          nvidia.com/device-plugin.config: shared
+        resources:
+          nvidia.com/gpu: 8
+      - name: lab-node-2
+        labels:
+          nvidia.com/mig.strategy: mixed
+        resources:
+          nvidia.com/mig-1g.10gb: 7
+        remove_resources: [nvidia.com/gpu]
+
 - name: Remove the GPU resources again
   gpushare.k8s.node_resources:
     name: lab-node-0
@@ -179,6 +221,8 @@ nodes:
     before:
       description:
         - The managed resources per field before the run. A resource that was not set is left out.
+        - With O(nodes) entries that set labels, also C(labels), the managed labels (a label that was not set is
+          left out).
       type: dict
       returned: always
       sample: {"capacity": {"nvidia.com/gpu": "4"}, "allocatable": {"nvidia.com/gpu": "4"}}
@@ -224,7 +268,13 @@ def argument_spec():
     spec = dict(
         name=dict(type="list", elements="str", aliases=["names", "node"]),
         label_selector=dict(type="str"),
-        resources=dict(type="raw", required=True),
+        nodes=dict(type="list", elements="dict", options=dict(
+            name=dict(type="str", required=True),
+            resources=dict(type="dict"),
+            remove_resources=dict(type="list", elements="str"),
+            labels=dict(type="dict"),
+        )),
+        resources=dict(type="raw"),
         state=dict(type="str", default="present", choices=list(STATES)),
         fields=dict(type="list", elements="str", default=list(DEFAULT_FIELDS), choices=list(FIELDS)),
         allow_real_nodes=dict(type="bool", default=False),
@@ -248,8 +298,9 @@ def build_diff(results):
 def main(module_class=AnsibleModule):
     module = module_class(
         argument_spec=argument_spec(),
-        mutually_exclusive=[("name", "label_selector")],
-        required_one_of=[("name", "label_selector")],
+        mutually_exclusive=[("name", "label_selector", "nodes"), ("nodes", "resources")],
+        required_one_of=[("name", "label_selector", "nodes")],
+        required_by={"name": "resources", "label_selector": "resources"},
         supports_check_mode=True,
     )
     hide_kubeconfig_credentials(module)
@@ -262,6 +313,7 @@ def main(module_class=AnsibleModule):
         state=params["state"],
         names=params["name"],
         label_selector=params["label_selector"],
+        nodes=params["nodes"],
         fields=params["fields"],
         check_mode=module.check_mode,
         allow_real_nodes=params["allow_real_nodes"],

@@ -137,3 +137,46 @@ def test_two_module_processes_on_one_node_both_converge(kubeconfig, core_v1, rac
     capacity, allocatable = _status(core_v1)
     assert (capacity[race_keys[0]], capacity[race_keys[1]]) == ("7", "9")
     assert (allocatable[race_keys[0]], allocatable[race_keys[1]]) == ("7", "9")
+
+
+ENTRY_KEY = "example.com/it-entry"
+
+
+def _labels(core_v1, name):
+    return dict(core_v1.read_node(name).metadata.labels or {})
+
+
+def test_nodes_entries_label_and_advertise_in_one_call_and_refuse_missing_nodes(kubeconfig, core_v1):
+    """`nodes`: per-node labels, resources and removals; every node read before the first write."""
+    api = node_status.CoreNodeApi(build_api_client({"kubeconfig": kubeconfig}))
+    others = {name: {k: v for k, v in _labels(core_v1, name).items() if k != ENTRY_KEY} for name in ("lab-node-0", "lab-node-1")}
+    entries = [
+        {"name": "lab-node-0", "labels": {ENTRY_KEY: "a"}, "resources": {ENTRY_KEY: 3}},
+        {"name": "lab-node-1", "labels": {ENTRY_KEY: "b"}},
+    ]
+    try:
+        first = node_status.apply_node_resources(api, nodes=entries)
+        assert [r["changed"] for r in first] == [True, True]
+        assert _labels(core_v1, "lab-node-0") == dict(others["lab-node-0"], **{ENTRY_KEY: "a"})
+        assert _labels(core_v1, "lab-node-1") == dict(others["lab-node-1"], **{ENTRY_KEY: "b"})
+        capacity, allocatable = _status(core_v1)
+        assert capacity[ENTRY_KEY] == allocatable[ENTRY_KEY] == "3" and "cpu" in capacity
+        assert first[0]["after"]["labels"] == {ENTRY_KEY: "a"}
+
+        again = node_status.apply_node_resources(api, nodes=entries)
+        assert [r["changed"] for r in again] == [False, False]
+
+        with pytest.raises(node_status.NodeResourcesError, match="^nodes: node\\(s\\) not found: lab-node-9"):
+            node_status.apply_node_resources(api, nodes=[{"name": "lab-node-0", "labels": {ENTRY_KEY: "c"}},
+                                                         {"name": "lab-node-9", "labels": {ENTRY_KEY: "c"}}])
+        assert _labels(core_v1, "lab-node-0")[ENTRY_KEY] == "a", "nothing is written when a node is missing"
+    finally:
+        done = node_status.apply_node_resources(api, nodes=[
+            {"name": "lab-node-0", "labels": {ENTRY_KEY: None}, "remove_resources": [ENTRY_KEY]},
+            {"name": "lab-node-1", "labels": {ENTRY_KEY: None}},
+        ])
+    assert [r["after"]["labels"] for r in done] == [{}, {}]
+    assert _labels(core_v1, "lab-node-0") == others["lab-node-0"]
+    assert _labels(core_v1, "lab-node-1") == others["lab-node-1"]
+    capacity, allocatable = _status(core_v1)
+    assert ENTRY_KEY not in capacity and ENTRY_KEY not in allocatable

@@ -41,6 +41,7 @@ def test_filter_names():
         "device_plugin_sharing",
         "gpu_offenders",
         "mig_resources",
+        "node_entries",
         "node_gpu_resources",
     ]
 
@@ -119,6 +120,28 @@ def test_lab_inventory_nodes_advertise_the_lab_numbers():
     assert FILTERS["node_gpu_resources"](nodes["lab-node-0"], CONFIGS) == {"nvidia.com/gpu": 2}
     assert FILTERS["node_gpu_resources"](nodes["lab-node-1"], CONFIGS) == {"nvidia.com/gpu": 8}
     assert FILTERS["node_gpu_resources"](nodes["lab-node-2"], CONFIGS) == {"nvidia.com/mig-1g.10gb": 7}
+
+
+def test_node_entries_label_and_advertise_the_lab_nodes():
+    entries = FILTERS["node_entries"](LAB_NODES, CONFIGS)
+    assert entries == [
+        {"name": "lab-node-0", "labels": {"nvidia.com/device-plugin.config": "default"}, "resources": {"nvidia.com/gpu": 2}},
+        {"name": "lab-node-1", "labels": {"nvidia.com/device-plugin.config": "shared"}, "resources": {"nvidia.com/gpu": 8}},
+        {"name": "lab-node-2", "labels": {"nvidia.com/mig.strategy": "mixed", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
+         "resources": {"nvidia.com/mig-1g.10gb": 7}, "remove_resources": ["nvidia.com/gpu"]},
+    ]
+
+
+def test_node_entries_in_operator_mode_only_label():
+    entries = FILTERS["node_entries"](LAB_NODES, CONFIGS, mode="operator")
+    assert [sorted(e) for e in entries] == [["labels", "name"]] * 3
+    assert entries[1]["labels"] == {"nvidia.com/device-plugin.config": "shared"}
+    assert list(entries[2]["labels"]) == ["nvidia.com/mig.config"]
+
+
+def test_node_entries_validate_every_node_first():
+    with pytest.raises(AnsibleFilterError, match="lab-node-1.config: names config 'nope'"):
+        FILTERS["node_entries"]([LAB_NODES[0], dict(LAB_NODES[1], config="nope")], CONFIGS)
 
 
 def test_gpu_offenders():

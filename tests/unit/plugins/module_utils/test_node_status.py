@@ -344,6 +344,18 @@ class FakeApi:
             with self.lock:
                 self.in_flight -= 1
 
+    def patch_node(self, name, patch):
+        with self.lock:
+            self.calls.append(("patch-labels", name, copy.deepcopy(patch)))
+            node = self.nodes[name]
+            wanted = patch["metadata"].get("resourceVersion")
+            if wanted and wanted != node["metadata"]["resourceVersion"]:
+                raise NodeApiError(409, "the object has been modified")
+            assert set(patch) == {"metadata"} and set(patch["metadata"]) <= {"labels", "resourceVersion"}, patch
+            node["metadata"]["labels"] = merge_patch(node["metadata"]["labels"], patch["metadata"]["labels"])
+            node["metadata"]["resourceVersion"] = str(int(node["metadata"]["resourceVersion"]) + 1)
+            return copy.deepcopy(node)
+
     def bump(self, name, capacity=None):
         """Simulate another writer (kwok heartbeat or a second caller)."""
         node = self.nodes[name]
@@ -454,7 +466,7 @@ def test_missing_nodes_are_all_listed_and_nothing_is_written():
     with pytest.raises(NodeResourcesError) as err:
         run(api, {GPU: 1}, names=["lab-node-0", "ghost-a", "lab-node-1", "ghost-b"])
     assert str(err.value) == (
-        "name: node(s) not found: ghost-a, ghost-b. Check the names with `kubectl get nodes`; nothing was changed"
+        "name: node(s) not found: ghost-a, ghost-b. Fix: correct the names (see `kubectl get nodes`) or create the nodes; nothing was changed"
     )
     assert "patch" not in api.kinds()
 
@@ -813,3 +825,98 @@ def test_connection_errors_are_named_and_final_at_this_layer(wire):
         api.get_node("a")
     assert err.value.status is None and not err.value.retryable
     assert str(err.value).startswith("cannot reach the API server (kube-apiserver) at http://127.0.0.1:1: ")
+
+
+# --------------------------------------------------------------------------
+# nodes: per-node resources, removals and labels in one call
+# --------------------------------------------------------------------------
+
+CONFIG = "nvidia.com/device-plugin.config"
+
+
+def test_nodes_entries_label_advertise_and_remove_in_one_call():
+    api = FakeApi([make_node("a", capacity={GPU: "1"}, labels={"keep": "me", "old": "x"}), make_node("b")])
+    entries = [
+        {"name": "a", "resources": {FOO: 7}, "remove_resources": [GPU], "labels": {CONFIG: "shared", "old": None}},
+        {"name": "b", "labels": {CONFIG: "mps"}},
+    ]
+    results = apply_node_resources(api, nodes=entries, policy=NO_SLEEP)
+    # a: labels, then status; b: labels only (the two nodes are written concurrently)
+    assert [c[:2] for c in api.calls if c[0] != "list"].count(("patch-labels", "a")) == 1
+    assert [c[1] for c in api.calls if c[1] == "a"] == ["a", "a"] and [c[0] for c in api.calls if c[1] == "a"] == ["patch-labels", "patch"]
+    assert sorted(api.kinds()) == ["list", "patch", "patch-labels", "patch-labels"]
+    assert api.nodes["a"]["metadata"]["labels"] == {"keep": "me", CONFIG: "shared"}
+    assert api.nodes["a"]["status"]["capacity"] == dict(BASE, **{FOO: "7"})
+    assert results[0]["before"] == {"capacity": {GPU: "1"}, "allocatable": {}, "labels": {"old": "x"}}
+    assert results[0]["after"] == {"capacity": {FOO: "7"}, "allocatable": {FOO: "7"}, "labels": {CONFIG: "shared"}}
+    assert results[1] == {"name": "b", "changed": True, "before": {"capacity": {}, "allocatable": {}, "labels": {}},
+                          "after": {"capacity": {}, "allocatable": {}, "labels": {CONFIG: "mps"}}}
+    again = apply_node_resources(api, nodes=entries, policy=NO_SLEEP)
+    assert [r["changed"] for r in again] == [False, False]
+    assert api.kinds()[4:] == ["list"]
+
+
+def test_nodes_check_mode_predicts_labels_without_writing():
+    api = FakeApi([make_node("a", labels={CONFIG: "none"})])
+    results = apply_node_resources(api, nodes=[{"name": "a", "labels": {CONFIG: "shared"}}], check_mode=True)
+    assert results[0]["changed"] and results[0]["after"]["labels"] == {CONFIG: "shared"}
+    assert api.kinds() == ["get"] and api.nodes["a"]["metadata"]["labels"] == {CONFIG: "none"}
+
+
+def test_nodes_label_real_nodes_but_refuse_their_resources():
+    api = FakeApi([make_node("real", kwok=False), make_node("fake")])
+    apply_node_resources(api, nodes=[{"name": "real", "labels": {CONFIG: "shared"}}, {"name": "fake", "resources": {GPU: 2}}])
+    assert api.nodes["real"]["metadata"]["labels"] == {CONFIG: "shared"}
+    with pytest.raises(NodeResourcesError, match="refusing to change node\\(s\\) real"):
+        apply_node_resources(api, nodes=[{"name": "real", "labels": {CONFIG: "x"}, "resources": {GPU: 2}}, {"name": "fake", "labels": {CONFIG: "x"}}])
+    assert api.nodes["fake"]["metadata"]["labels"] == {}, "nothing is written when one entry is refused"
+
+
+def test_nodes_missing_node_names_the_option_and_writes_nothing():
+    api = FakeApi([make_node("a")])
+    with pytest.raises(NodeResourcesError) as err:
+        apply_node_resources(api, nodes=[{"name": "a", "labels": {CONFIG: "x"}}, {"name": "ghost", "labels": {CONFIG: "x"}}])
+    assert str(err.value).startswith("nodes: node(s) not found: ghost.")
+    assert "patch-labels" not in api.kinds()
+
+
+def test_nodes_label_conflict_is_retried_on_fresh_data():
+    api = FakeApi([make_node("a")])
+    original = api.patch_node
+    state = {"first": True}
+
+    def racing(name, patch):
+        if state.pop("first", False):
+            api.bump(name)
+        return original(name, patch)
+
+    api.patch_node = racing
+    results = apply_node_resources(api, nodes=[{"name": "a", "labels": {CONFIG: "x"}, "resources": {GPU: 1}}], policy=NO_SLEEP)
+    assert results[0]["changed"] and api.nodes["a"]["metadata"]["labels"] == {CONFIG: "x"}
+    assert api.kinds() == ["get", "patch-labels", "get", "patch-labels", "patch"]
+
+
+@pytest.mark.parametrize("entries, message", [
+    ([], "nodes: needs a non-empty list"),
+    (["a"], "nodes[0]: 'a' is not a mapping"),
+    ([{"name": "a"}], "nodes[0]: names no change"),
+    ([{"name": "a", "labels": {CONFIG: "x"}}, {"name": "a", "labels": {CONFIG: "y"}}], "nodes[1].name: a is listed twice"),
+    ([{"name": "a", "labels": {CONFIG: 2}}], 'nodes[0].labels["nvidia.com/device-plugin.config"]: 2 is a int, not a string; quote it'),
+    ([{"name": "a", "labels": {CONFIG: "a b"}}], "is not a valid label value"),
+    ([{"name": "a", "labels": {"Bad/key": "x"}}], 'nodes[0].labels: "Bad/key" is not a valid label key'),
+    ([{"name": "a", "remove_resources": ["cpu"]}], 'nodes[0].remove_resources: "cpu" is not an extended resource name'),
+    ([{"name": "a", "resources": {GPU: "8"}}], 'nodes[0].resources["example.com/gpu"]: \'8\' is a string'),
+    ([{"name": "a", "resources": {GPU: 1}, "remove_resources": [GPU]}], "example.com/gpu is both in resources and in remove_resources"),
+    ([{"name": "a", "colour": "red", "labels": {CONFIG: "x"}}], "nodes[0]: unknown key(s) colour"),
+])
+def test_nodes_entries_are_validated_before_any_read(entries, message):
+    api = FakeApi([make_node("a")])
+    with pytest.raises(NodeResourcesError) as err:
+        apply_node_resources(api, nodes=entries)
+    assert message in str(err.value)
+    assert api.calls == []
+
+
+def test_nodes_exclude_resources_and_state():
+    with pytest.raises(NodeResourcesError, match="resources and state apply to name and label_selector only"):
+        apply_node_resources(FakeApi([]), resources={GPU: 1}, nodes=[{"name": "a", "labels": {CONFIG: "x"}}])
