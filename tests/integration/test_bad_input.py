@@ -154,7 +154,8 @@ CASES = {
     "role-mig-node-gpus-four": role("mig_node", {"mig_node_nodes": [dict(MIG_NODE, mig=dict(MIG_NODE["mig"], gpus="four"))]},
                                     "argument 'gpus' is of type str found in 'mig_node_nodes -> mig'. and we were unable to convert to int"),
     "role-mig-node-missing-node": role("mig_node", {"mig_node_nodes": [dict(MIG_NODE, name="lab-node-9")]},
-                                       "mig_node_nodes: node(s) not found: lab-node-9. Fix: correct the names (see `kubectl get nodes`) or create the nodes; nothing was changed"),
+                                       "mig_node_nodes: node(s) not found: lab-node-9. Fix: correct the names (see `kubectl get nodes`) "
+                                       "or create the nodes; nothing was changed"),
     "role-node-sharing-missing-node": role(
         "node_sharing",
         {"node_sharing_nodes": [NODES[0], dict(NODES[1], name="lab-node-9")], "node_sharing_configs": CONFIGS,
