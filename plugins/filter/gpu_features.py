@@ -11,23 +11,23 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpushare.k8s.plugins.filter.gpushare import node_gpu_resources
 from ansible_collections.gpushare.k8s.plugins.module_utils import device_plugin as _dp
 from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_features as _features
+from ansible_collections.gpushare.k8s.plugins.module_utils import inventory as _inv
 
 
 def gpu_feature_labels(node, configs=None, product=None, current=None):
     """The labels gpu-feature-discovery would set on one inventory node; with ``current``, a merge patch that also drops stale ones."""
-    advertised = node_gpu_resources(node, configs)  # validates the node, its config name and its MIG layout
     try:
-        config = None
-        name = node.get("config")
-        if name is not None:
-            config = configs[name]
-            if isinstance(config, (str, bytes)):
-                config = _dp.parse_config(config, name=str(name))
-        labels = _features.feature_labels(node, advertised, config, product)
-        if current is None:
-            return labels
-        return _features.label_patch(labels, current)
-    except (_dp.ConfigError, _features.FeatureError) as exc:
+        labels = _inv.feature_labels(node, configs, product)  # validates the node, its config name and its MIG layout
+        return labels if current is None else _features.label_patch(labels, current)
+    except ValueError as exc:  # every model error is a ValueError naming the field and the fix
+        raise AnsibleFilterError(str(exc)) from None
+
+
+def gpu_feature_label_entries(nodes, configs=None, product=None):
+    """node_resources ``nodes`` entries setting every node's GFD labels and removing stale ones this model sets."""
+    try:
+        return _inv.feature_label_entries(nodes, configs, product)
+    except ValueError as exc:  # every model error is a ValueError naming the field and the fix
         raise AnsibleFilterError(str(exc)) from None
 
 
@@ -35,4 +35,4 @@ class FilterModule:
     """gpushare.k8s GPU feature label filters."""
 
     def filters(self):
-        return {"gpu_feature_labels": gpu_feature_labels}
+        return {"gpu_feature_labels": gpu_feature_labels, "gpu_feature_label_entries": gpu_feature_label_entries}

@@ -66,7 +66,8 @@ _MEMORY_MIB = {
 
 _GPU_SUFFIXES = ("count", "product", "replicas", "sharing-strategy", "memory")
 MANAGED_LABELS = tuple(GPU + suffix for suffix in _GPU_SUFFIXES) + (MIG_STRATEGY_LABEL, MIG_CAPABLE_LABEL)
-_MIG_LABEL_RE = re.compile(r"^nvidia\.com/mig-[0-9]+g\.[0-9]+gb(\.me)?\.(count|replicas|sharing-strategy|product|memory)$")
+_MIG_SUFFIXES = ("count", "replicas", "sharing-strategy", "product", "memory")
+_MIG_LABEL_RE = re.compile(r"^nvidia\.com/mig-[0-9]+g\.[0-9]+gb(\.me)?\.(%s)$" % "|".join(_MIG_SUFFIXES))
 _LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
 
@@ -236,6 +237,18 @@ def feature_labels(node, advertised, config=None, default_product=None, mig_stra
             labels[MIG_STRATEGY_LABEL] = mig_strategy
     labels[MIG_CAPABLE_LABEL] = "true" if _mig.canonical_product(product) in _mig.products() else "false"
     return {key: str(value) for key, value in sorted(labels.items())}
+
+
+def prunable_labels():
+    """Every label key this model may set: the fixed ones, and each MIG profile's labels for every known product.
+
+    Removing the ones a node should not have (a ``null`` in a labels merge patch) drops what an earlier layout left,
+    without reading the node first.
+    """
+    keys = list(MANAGED_LABELS)
+    for resource in sorted({_mig.resource_name(p) for product in _mig.products() for p in _mig.profiles(product)}):
+        keys.extend("%s.%s" % (resource, suffix) for suffix in _MIG_SUFFIXES)
+    return keys
 
 
 def is_managed_label(key):

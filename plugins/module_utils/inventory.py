@@ -187,6 +187,29 @@ def node_entries(nodes, configs=None, config_label=CONFIG_LABEL, mig_strategy="m
     return entries
 
 
+def feature_labels(node, configs=None, product=None):
+    """The labels gpu-feature-discovery would set on one inventory node (validates the node, its config and MIG layout).
+
+    ``product`` is the GPU product of a node without ``mig`` that names none.
+    """
+    advertised = node_gpu_resources(node, configs)
+    name = node.get("config")
+    node_config = config(configs[name], str(name)) if name is not None else None
+    return _features.feature_labels(node, advertised, node_config, product)
+
+
+def feature_label_entries(nodes, configs=None, product=None):
+    """``gpushare.k8s.node_resources`` ``nodes`` entries giving every inventory node its gpu-feature-discovery labels.
+
+    Each entry also removes every other label this model may set (``gpu_features.prunable_labels``), so a label an
+    earlier layout or config left goes. Every node is validated before the list is returned.
+    """
+    if not isinstance(nodes, (list, tuple)):
+        raise ValueError("feature_label_entries: expected the list of inventory nodes ({name, gpus, config|mig, product?})")
+    prune = dict.fromkeys(_features.prunable_labels())
+    return [{"name": node["name"], "labels": dict(prune, **feature_labels(node, configs, product))} for node in nodes]
+
+
 def nodes_advertising(inventory, resource):
     """Names of the nodes of a gpu_inventory result that advertise ``resource`` (sorted)."""
     return sorted(name for name, resources in inventory.items() if int(resources.get(resource, 0)) > 0)

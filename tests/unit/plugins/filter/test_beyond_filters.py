@@ -31,7 +31,28 @@ def lab():
 
 
 def test_filter_names():
-    assert sorted(FILTERS) == ["gpu_feature_labels", "quota_resource_names"]
+    assert sorted(FILTERS) == ["gpu_feature_label_entries", "gpu_feature_labels", "quota_resource_names"]
+
+
+def test_gpu_feature_label_entries_set_the_labels_and_remove_stale_ones(lab):
+    nodes, configs = lab["gpushare_nodes"], lab["gpushare_device_plugin_configs"]
+    entries = FILTERS["gpu_feature_label_entries"](nodes, configs, lab["gpushare_gpu_product"])
+    assert [entry["name"] for entry in entries] == [node["name"] for node in nodes]
+    for node, entry in zip(nodes, entries):
+        wanted = FILTERS["gpu_feature_labels"](node, configs, lab["gpushare_gpu_product"])
+        assert {key: value for key, value in entry["labels"].items() if value is not None} == wanted
+    # what the MIG node had under another layout goes, what the time-sliced node never had is removed if present
+    assert entries[2]["labels"]["nvidia.com/mig-2g.20gb.count"] is None
+    assert entries[1]["labels"]["nvidia.com/mig.strategy"] is None
+    # the same removals as a patch against labels that hold every one of them
+    stale = {key: "x" for key in entries[1]["labels"]}
+    assert FILTERS["gpu_feature_labels"](nodes[1], configs, lab["gpushare_gpu_product"], current=stale) == entries[1]["labels"]
+
+
+def test_gpu_feature_label_entries_validate_every_node_first(lab):
+    nodes = [lab["gpushare_nodes"][0], dict(lab["gpushare_nodes"][1], config="nope")]
+    with pytest.raises(AnsibleFilterError, match="lab-node-1.config"):
+        FILTERS["gpu_feature_label_entries"](nodes, lab["gpushare_device_plugin_configs"], A100)
 
 
 @pytest.mark.parametrize("name", sorted(FILTERS))
