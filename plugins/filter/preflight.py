@@ -33,6 +33,14 @@ def quota_shrink_errors(quota, hard, option="hard", allow_option="allow_shrink")
         raise AnsibleFilterError(str(exc)) from None
 
 
+def team_fill_errors(gpus, pods, over_pod, gpus_field="gpus", pods_field="pods", gpus_fix="gpus"):
+    """One message when the team's quota is not a whole number of 1 or more, or its Pods do not fill it exactly."""
+    try:
+        return _preflight.team_fill_errors(gpus, pods, over_pod, gpus_field, pods_field, gpus_fix)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
 class FilterModule:
     """gpushare.k8s pre-write check filters."""
 
@@ -41,4 +49,5 @@ class FilterModule:
             "manifest_objects": manifest_objects,
             "missing_node_errors": missing_node_errors,
             "quota_shrink_errors": quota_shrink_errors,
+            "team_fill_errors": team_fill_errors,
         }

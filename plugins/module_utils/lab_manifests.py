@@ -43,6 +43,7 @@ MANIFESTS_ARG_SPEC = dict(
         content=dict(type="str", required=True),
         namespace=dict(type="str", default=""),
         mode=dict(type="str", default="0644"),
+        apply=dict(type="bool", default=True),
     )),
     directory_mode=dict(type="str", default="0755"),
 )
@@ -70,7 +71,7 @@ def _object_names(objects):
 
 
 def run_manifests(params, check_mode=False, diff=False):
-    """Write every manifest of ``params["manifests"]`` that names a path, then apply each one's objects, in order.
+    """Write every manifest of ``params["manifests"]`` that names a path, then apply each one's objects (unless ``apply`` is false), in order.
 
     Returns the task's result: ``changed``, ``manifests`` (one entry per manifest: ``path``, ``file_changed``,
     ``changed``, ``objects`` with ``kind``, ``name``, ``namespace``, ``method`` and ``changed`` per object, and in
@@ -84,6 +85,9 @@ def run_manifests(params, check_mode=False, diff=False):
             parsed.append(manifest_objects(manifest["content"]))
         except ManifestError as exc:
             return dict(failed=True, changed=False, msg="%s.content: manifest: %s" % (_label(index, manifest), exc))
+        if not manifest.get("apply", True) and not manifest.get("path"):
+            return dict(failed=True, changed=False, msg="%s: apply is false and no path is given, so nothing would be done. Fix: set "
+                                                        "path to write the file, or drop apply: false" % _label(index, manifest))
     with_path = [index for index, manifest in enumerate(manifests) if manifest.get("path")]
     files = [dict(dest=manifests[i]["path"], content=manifests[i]["content"], mode=manifests[i].get("mode")) for i in with_path]
     try:
@@ -103,6 +107,9 @@ def run_manifests(params, check_mode=False, diff=False):
         if file_result and file_result["changed"]:
             diffs.append(file_result["diff"])
         results.append(entry)
+        if not manifest.get("apply", True):  # written (and its objects checked) only
+            entry["changed"] = entry["file_changed"]
+            continue
         if check_mode:
             namespaces = _namespaces(objects, manifest.get("namespace"))
             if namespaces:

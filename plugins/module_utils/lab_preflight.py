@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import datetime
-import json
 
 try:
     from . import control_plane as _control_plane
@@ -70,10 +69,6 @@ class PreflightError(ValueError):
     """The lab's data is wrong, before anything is read from the cluster."""
 
 
-def _is_whole(value, minimum):
-    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
-
-
 def _names(values):
     return ", ".join(str(value) for value in values)
 
@@ -116,15 +111,8 @@ def input_errors(params):
     if unplaceable:
         errors.append("gpushare_split_pods: %s ask for a resource no node of gpushare_nodes advertises (they would stay Pending). "
                       "Fix: ask for one of %s." % (_names(unplaceable), _names(advertised)))
-    gpus = params["team_quota"].get("gpus")
-    team = len(params["team_pods"])
-    if not _is_whole(gpus, 1):
-        errors.append("gpushare_team_quota.gpus: %s is not a whole number of 1 or more. Fix: set the GPU slots the team may request, "
-                      "e.g. gpus: 2." % json.dumps(gpus))
-    elif team != gpus:
-        errors.append("gpushare_team_pods: %d Pods of one unit each, but gpushare_team_quota.gpus is %d: the team must fill its quota "
-                      "exactly so that %s is the Pod it refuses. Fix: list %d team Pods, or set gpus: %d."
-                      % (team, gpus, params["team_over_pod"], gpus, team))
+    errors.extend(_preflight.team_fill_errors(params["team_quota"].get("gpus"), params["team_pods"], params["team_over_pod"],
+                                              "gpushare_team_quota.gpus", "gpushare_team_pods", "gpus"))
     return errors, inventory, quota_names
 
 

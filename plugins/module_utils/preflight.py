@@ -16,6 +16,8 @@ Pure Python (PyYAML only), so it is unit-tested outside Ansible.
 
 from __future__ import annotations
 
+import json
+
 try:
     from .manifest_yaml import ManifestError, iter_nodes, load_documents, read_text
     from .quantity import parse_quantity
@@ -176,6 +178,26 @@ def missing_node_errors(wanted, existing, field="nodes"):
             field,
         )
     ]
+
+
+def team_fill_errors(gpus, pods, over_pod, gpus_field="gpus", pods_field="pods", gpus_fix="gpus"):
+    """``[message]`` when the team's quota ``gpus`` is not a whole number of 1 or more, or its ``pods`` do not fill it exactly.
+
+    Each team Pod asks for one unit, so the team must fill its quota exactly for ``over_pod`` to be the Pod the API server
+    refuses: with fewer Pods it would be admitted, with more a team Pod would be refused. ``gpus_field`` and ``pods_field``
+    name the settings in the messages, ``gpus_fix`` the setting the fix changes.
+    """
+    if not (isinstance(gpus, int) and not isinstance(gpus, bool) and gpus >= 1):
+        return ["%s: %s is not a whole number of 1 or more. Fix: set the GPU slots the team may request, e.g. %s: 2."
+                % (gpus_field, json.dumps(gpus), gpus_fix)]
+    if not isinstance(pods, (list, tuple)):
+        raise ValueError("%s: must be a list of Pods ({name}), got %s" % (pods_field, type(pods).__name__))
+    team = len(pods)
+    if team == gpus:
+        return []
+    return ["%s: %d Pods of one unit each, but %s is %d: the team must fill its quota exactly so that %s is the Pod it refuses "
+            "(with fewer Pods it would be admitted, with more a team Pod would be refused). Fix: list %d team Pods, or set %s: %d."
+            % (pods_field, team, gpus_field, gpus, over_pod, gpus, gpus_fix, team)]
 
 
 def _show(number):

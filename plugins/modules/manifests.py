@@ -60,6 +60,12 @@ options:
         description: The file's mode, as a quoted octal string.
         type: str
         default: "0644"
+      apply:
+        description:
+          - V(false) only writes the file (its objects are still read and checked), for a manifest applied later, for
+            example one the API server must refuse. It then needs O(manifests[].path).
+        type: bool
+        default: true
   directory_mode:
     description: The mode of directories this task creates.
     type: str

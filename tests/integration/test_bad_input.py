@@ -142,7 +142,8 @@ CASES = {
     "quota-gpus-negative": lab({"gpushare_team_quota": {"name": "gpu-quota", "gpus": -1}}, "gpushare_team_quota.gpus: -1 is not a whole number"),
     "quota-gpus-1": lab({"gpushare_team_quota": {"name": "gpu-quota", "gpus": 1}},
                         "gpushare_team_pods: 2 Pods of one unit each, but gpushare_team_quota.gpus is 1: the team must fill its quota "
-                        "exactly so that team-over is the Pod it refuses. Fix: list 1 team Pods, or set gpus: 2"),
+                        "exactly so that team-over is the Pod it refuses (with fewer Pods it would be admitted, with more a team Pod would be refused). "
+                        "Fix: list 1 team Pods, or set gpus: 2"),
     # roles on their own: their argument specs and their own checks
     "role-team-quota-gpus-four": role("team_quota", {"team_quota_gpus": "four"},
                                       "argument 'team_quota_gpus' is of type str and we were unable to convert to int"),

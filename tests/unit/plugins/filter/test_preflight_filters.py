@@ -18,7 +18,7 @@ FILTER_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "pl
 
 
 def test_filter_names():
-    assert sorted(FILTERS) == ["manifest_objects", "missing_node_errors", "quota_shrink_errors"]
+    assert sorted(FILTERS) == ["manifest_objects", "missing_node_errors", "quota_shrink_errors", "team_fill_errors"]
 
 
 @pytest.mark.parametrize("name", sorted(FILTERS))

@@ -98,3 +98,20 @@ def test_manifests_refuse_a_bad_mode_before_writing_anything(tmp_path):
     result = run_manifests(params)
     assert result["failed"] and "manifests[1].mode" in result["msg"] and "octal" in result["msg"]
     assert os.listdir(tmp_path) == []
+
+
+def test_manifests_apply_false_only_writes_the_file(tmp_path):
+    # the kubeconfig does not exist: reaching the cluster would fail, so a success shows nothing was applied
+    params = {"manifests": [{"path": str(tmp_path / "over.yaml"), "content": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
+                             "apply": False}],
+              "kubeconfig": str(tmp_path / "no-such-kubeconfig")}
+    result = run_manifests(params)
+    assert not result.get("failed"), result
+    assert result["changed"] and result["manifests"][0]["objects"] == []
+    assert (tmp_path / "over.yaml").read_text() == params["manifests"][0]["content"]
+    assert not run_manifests(params)["changed"]
+
+
+def test_manifests_apply_false_without_a_path_is_refused(tmp_path):
+    result = run_manifests({"manifests": [{"content": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n", "apply": False}]})
+    assert result["failed"] and result["msg"].startswith("manifests[0]: apply is false and no path is given")

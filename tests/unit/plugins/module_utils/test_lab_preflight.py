@@ -52,7 +52,8 @@ def test_the_lab_as_written_passes_and_its_inventory_is_computed():
 def test_a_team_that_does_not_fill_its_quota_names_both_fields_and_the_fix():
     errors = input_errors(params(team_pods=[{"name": "team-a-job-1"}]))[0]
     assert errors == ["gpushare_team_pods: 1 Pods of one unit each, but gpushare_team_quota.gpus is 2: the team must fill its quota "
-                      "exactly so that team-over is the Pod it refuses. Fix: list 2 team Pods, or set gpus: 1."]
+                      "exactly so that team-over is the Pod it refuses (with fewer Pods it would be admitted, with more a team Pod would be refused). "
+                      "Fix: list 2 team Pods, or set gpus: 1."]
 
 
 @pytest.mark.parametrize("gpus, shown", [("2", '"2"'), (0, "0"), (True, "true"), (None, "null")])

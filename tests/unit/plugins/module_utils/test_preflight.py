@@ -14,6 +14,7 @@ from ansible_collections.gpushare.k8s.plugins.module_utils.preflight import (
     manifest_objects,
     missing_node_errors,
     quota_shrink_errors,
+    team_fill_errors,
 )
 
 POD = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  namespace: team-a\nspec:\n  containers: [{name: c, image: pause}]\n"
@@ -211,3 +212,29 @@ def test_every_key_below_use_is_reported_and_quantities_compare_by_value():
 def test_bad_limits_are_programming_errors(hard):
     with pytest.raises(ValueError):
         quota_shrink_errors(quota({}), hard)
+
+
+# team_fill_errors: one rule for the team_quota role and the lab's preflight
+
+
+@pytest.mark.parametrize("gpus, pods, message", [
+    (2, [{"name": "a"}, {"name": "b"}], None),
+    (2, [], "team_quota_pods: 0 Pods of one unit each, but team_quota_gpus is 2: the team must fill its quota exactly so that "
+            "team-over is the Pod it refuses (with fewer Pods it would be admitted, with more a team Pod would be refused). "
+            "Fix: list 2 team Pods, or set team_quota_gpus: 0."),
+    (1, [{"name": "a"}, {"name": "b"}], "team_quota_pods: 2 Pods of one unit each, but team_quota_gpus is 1"),
+    (0, [], "team_quota_gpus: 0 is not a whole number of 1 or more. Fix: set the GPU slots the team may request, e.g. team_quota_gpus: 2."),
+    ("2", [], 'team_quota_gpus: "2" is not a whole number of 1 or more.'),
+    (True, [], "team_quota_gpus: true is not a whole number"),
+])
+def test_team_fill_errors(gpus, pods, message):
+    errors = team_fill_errors(gpus, pods, "team-over", "team_quota_gpus", "team_quota_pods", "team_quota_gpus")
+    if message is None:
+        assert errors == []
+    else:
+        assert len(errors) == 1 and errors[0].startswith(message)
+
+
+def test_team_fill_errors_refuses_pods_that_are_not_a_list():
+    with pytest.raises(ValueError, match="pods: must be a list of Pods"):
+        team_fill_errors(2, "team-a-job-1", "team-over")
