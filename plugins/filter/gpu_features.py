@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpushare.k8s.plugins.filter.gpushare import node_gpu_resources
-from ansible_collections.gpushare.k8s.plugins.module_utils import device_plugin as _dp
 from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_features as _features
 from ansible_collections.gpushare.k8s.plugins.module_utils import inventory as _inv
 
