@@ -564,8 +564,11 @@ WORKLOADS_CORE = ("pods", "podtemplates", "replicationcontrollers")
 APPS_WORKLOADS, BATCH_WORKLOADS = ("daemonsets", "deployments", "replicasets", "statefulsets"), ("cronjobs", "jobs")
 CASES = [
     # ClusterRole
-    Case("nodes-get", None, ("nodes",), ("get", "patch"), "gpu_feature_labels", ("get", "nodes", CORE)),
-    Case("nodes-patch", None, ("nodes",), ("get", "patch"), "gpu_feature_labels", ("patch", "nodes", CORE), drop="patch"),
+    # node_resources reads one node with a GET (step 3's single MIG node), several with one LIST
+    Case("nodes-get", None, ("nodes",), ("get", "patch"), "step3", ("get", "nodes", CORE)),
+    # another product: the labels change, so a PATCH is needed (a converged node is not written)
+    Case("nodes-patch", None, ("nodes",), ("get", "patch"), "gpu_feature_labels", ("patch", "nodes", CORE), drop="patch",
+         extra=("-e", "gpushare_gpu_product=NVIDIA-H100-80GB-HBM3")),
     # the preflight (tagged always) lists the nodes first
     Case("nodes-list", None, ("nodes",), ("list",), "always", ("list", "nodes", CORE)),
     # a namespace's own namespace is itself, for authorization
