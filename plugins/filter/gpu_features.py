@@ -6,27 +6,22 @@
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleFilterError
-
+from ansible_collections.gpushare.k8s.plugins.filter.gpushare import _filter_errors
 from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_features as _features
 from ansible_collections.gpushare.k8s.plugins.module_utils import inventory as _inv
 
 
+@_filter_errors
 def gpu_feature_labels(node, configs=None, product=None, current=None):
     """The labels gpu-feature-discovery would set on one inventory node; with ``current``, a merge patch that also drops stale ones."""
-    try:
-        labels = _inv.feature_labels(node, configs, product)  # validates the node, its config name and its MIG layout
-        return labels if current is None else _features.label_patch(labels, current)
-    except ValueError as exc:  # every model error is a ValueError naming the field and the fix
-        raise AnsibleFilterError(str(exc)) from None
+    labels = _inv.feature_labels(node, configs, product)  # validates the node, its config name and its MIG layout
+    return labels if current is None else _features.label_patch(labels, current)
 
 
+@_filter_errors
 def gpu_feature_label_entries(nodes, configs=None, product=None):
     """node_resources ``nodes`` entries setting every node's GFD labels and removing stale ones this model sets."""
-    try:
-        return _inv.feature_label_entries(nodes, configs, product)
-    except ValueError as exc:  # every model error is a ValueError naming the field and the fix
-        raise AnsibleFilterError(str(exc)) from None
+    return _inv.feature_label_entries(nodes, configs, product)
 
 
 class FilterModule:
