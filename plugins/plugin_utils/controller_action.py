@@ -18,6 +18,7 @@ as any module does. The variable ``gpushare_in_controller: false`` runs it as a 
 
 from __future__ import annotations
 
+import gc
 import importlib
 from collections.abc import Mapping
 
@@ -188,6 +189,11 @@ def preload(name):
     # collection calls REST paths itself (cluster_objects.Route).
     for attribute in ("ApiClient", "Configuration", "V1DeleteOptions"):
         getattr(k8s_client, attribute)
+    # Move what the controller holds now (ansible-core, kubernetes, this collection: most of its heap) out of the
+    # garbage collector's sight, as prefork servers do (the gc.freeze documentation): a worker's collection of the
+    # oldest generation then no longer walks, and so copies page by page, the whole inherited heap. The lab runs
+    # about 0.5 s faster. Cyclic garbage that exists at this point is kept for the run.
+    gc.freeze()
     return module_file
 
 
