@@ -100,10 +100,11 @@ _QUERY_SPEC = dict(
 OBJECTS_INFO_ARG_SPEC = dict(copy.deepcopy(WAIT_ARG_SPEC), **copy.deepcopy(AUTH_ARG_SPEC))
 OBJECTS_INFO_ARG_SPEC.update({key: dict(value, required=False) for key, value in copy.deepcopy(_QUERY_SPEC).items()})
 OBJECTS_INFO_ARG_SPEC.update(
+    names=dict(type="list", elements="str"),
     queries=dict(type="list", elements="dict", options=copy.deepcopy(_QUERY_SPEC)),
     hidden_fields=dict(type="list", elements="str"),
 )
-OBJECTS_INFO_MUTUALLY_EXCLUSIVE = [("kind", "queries")]
+OBJECTS_INFO_MUTUALLY_EXCLUSIVE = [("kind", "queries"), ("name", "names"), ("names", "queries")]
 OBJECTS_INFO_REQUIRED_ONE_OF = [("kind", "queries")]
 
 
@@ -273,11 +274,13 @@ def run_objects_info(params, check_mode=False):
 
     With ``queries``, ``results`` holds one entry per query in order, each with the query as ``item`` and
     kubernetes.core.k8s_info's keys (``resources``, ``api_found``): the shape a looped k8s_info task
-    registers. The wait options apply to every query.
+    registers. ``names`` is one query per name, the other options shared. The wait options apply to every query.
     """
     if not HAS_KUBERNETES:
         return _no_kubernetes()
     queries = params.get("queries")
+    if params.get("names") is not None:
+        queries = [dict(_query(params), name=name) for name in params["names"]]
     try:
         svc, module = _service(params, check_mode, False)
         found = []

@@ -52,6 +52,13 @@ options:
     type: list
     elements: str
     default: []
+  names:
+    description:
+      - Several objects of one O(kind) by name, one read each over one connection, with the other options shared.
+      - Returns RV(results), one entry per name, as a task looping over the names would register.
+      - Mutually exclusive with O(name) and O(queries).
+    type: list
+    elements: str
   queries:
     description: Several reads, each with the options of one read; the wait options apply to each.
     type: list
@@ -105,11 +112,11 @@ EXAMPLES = r"""
       - {kind: ResourceQuota, namespace: team-a, name: team-a-gpu}
   register: cluster
 
-- name: Wait until a Pod is scheduled
+- name: Wait until two Pods are scheduled (one connection; results as a loop over the names registers)
   gpushare.k8s.objects_info:
     kind: Pod
     namespace: gpu-share
-    name: plain-gpu
+    names: [plain-gpu, mig-small]
     wait: true
     wait_condition:
       type: PodScheduled
@@ -120,7 +127,7 @@ EXAMPLES = r"""
 RETURN = r"""
 resources:
   description: The objects found (one read).
-  returned: success, without queries
+  returned: success, without queries or names
   type: list
   elements: dict
 api_found:
@@ -128,8 +135,8 @@ api_found:
   returned: success, without queries
   type: bool
 results:
-  description: One entry per query, in order, with the query as C(item), C(resources) and C(api_found).
-  returned: success, with queries
+  description: One entry per query (or name), in order, with the query as C(item), C(resources) and C(api_found).
+  returned: success, with queries or names
   type: list
   elements: dict
 """

@@ -53,6 +53,11 @@ def test_queries_return_one_entry_per_read_in_order(runs):
     assert runs[False]["read"] == [["it-actions-module"], ["it-config"], []]
 
 
+def test_names_return_one_entry_per_name_in_order_as_a_loop_would(runs):
+    assert runs[True]["named"] == [["it-missing", []], ["it-config", ["it-config"]]]
+    assert runs[False]["named"] == runs[True]["named"]
+
+
 def test_an_unknown_kind_fails_with_kubernetes_cores_message(runs):
     assert runs[True]["unknown"]["failed"]
     assert "Failed to find exact match for example.com/v1.Nothing" in runs[True]["unknown"]["msg"]
