@@ -70,8 +70,11 @@ lab-operator: cluster-operator
 unit: setup
 	$(PYTEST) tests/unit
 
+# The live tests in LIVE_WORKERS pytest-xdist workers, one scope each at a time (see `test` below).
+LIVE_WORKERS ?= 3
+LIVE_PYTEST := $(PYTEST) -n $(LIVE_WORKERS) --dist loadscope --no-loadscope-reorder
 integration: cluster
-	$(PYTEST) tests/integration
+	$(LIVE_PYTEST) tests/integration
 
 molecule: cluster
 	molecule test
@@ -82,20 +85,32 @@ sanity: setup
 lint: setup
 	ansible-lint --profile production
 
-# The static checks first (a minute; a lint error should not wait for the live tests),
-# then the unit tests (two workers), then the live-cluster tests (pytest, the slowest
-# listed at the end) with the molecule scenario beside them: it runs on a cluster of its
-# own (gpushare-molecule), and the live tests, one lab run at a time, leave a core idle.
-# Its output is shown once both have ended; either failing fails the target.
-MOLECULE_LOG := $(CURDIR)/tests/output/molecule.log
-LIVE_LOG := $(CURDIR)/tests/output/live-tests.log
+# The static checks first (a minute; a lint error should not wait for the live tests): sanity and lint at once,
+# while molecule's own cluster (gpushare-molecule) starts. Then the unit tests (two workers), then the live-cluster
+# tests with the molecule scenario beside them. The live tests run in LIVE_WORKERS pytest-xdist workers, one scope
+# each at a time (conftest.py scope_of): each module with a cluster of its own beside the modules that share the lab
+# cluster, which run one at a time. They mostly wait on clusters, so three workers fit two cores. Molecule's cluster is started
+# before them because kwokctl could give two clusters created at the same moment the same ports. Each log is shown
+# once its step has ended; any step failing fails the target.
+OUTPUT := $(CURDIR)/tests/output
+MOLECULE_LOG := $(OUTPUT)/molecule.log
+LIVE_LOG := $(OUTPUT)/live-tests.log
 test: cluster
-	$(MAKE) --no-print-directory sanity lint
+	@mkdir -p $(OUTPUT)
+	@echo "[test] sanity, lint and molecule's cluster at once; their output: $(OUTPUT)/{sanity,lint,molecule}.log"
+	@$(MAKE) --no-print-directory sanity > $(OUTPUT)/sanity.log 2>&1 & sanity=$$!; \
+	  $(MAKE) --no-print-directory lint > $(OUTPUT)/lint.log 2>&1 & lint=$$!; \
+	  molecule create > $(MOLECULE_LOG) 2>&1 & create=$$!; \
+	  wait $$sanity; sanity_rc=$$?; wait $$lint; lint_rc=$$?; wait $$create; create_rc=$$?; \
+	  cat $(OUTPUT)/sanity.log $(OUTPUT)/lint.log; \
+	  echo "[test] sanity exit $$sanity_rc, lint exit $$lint_rc, molecule create exit $$create_rc"; \
+	  test $$create_rc -eq 0 || cat $(MOLECULE_LOG); \
+	  test $$sanity_rc -eq 0 && test $$lint_rc -eq 0 && test $$create_rc -eq 0
 	$(PYTEST) -n 2 tests/unit
-	@mkdir -p $(dir $(MOLECULE_LOG))
 	@echo "[test] molecule runs beside the live tests; its output: $(MOLECULE_LOG)"
-	@molecule test > $(MOLECULE_LOG) 2>&1 & molecule=$$!; \
-	  $(PYTEST) --durations=15 tests/integration 2>&1 | tee $(LIVE_LOG); pytest_rc=$${PIPESTATUS[0]}; \
+	@molecule test >> $(MOLECULE_LOG) 2>&1 & molecule=$$!; \
+	  $(LIVE_PYTEST) --durations=15 tests/integration 2>&1 | tee $(LIVE_LOG); \
+	  pytest_rc=$${PIPESTATUS[0]}; \
 	  wait $$molecule; molecule_rc=$$?; \
 	  cat $(MOLECULE_LOG); \
 	  echo "[test] the live tests' summary (all of it above and in $(LIVE_LOG)):"; \

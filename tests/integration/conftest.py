@@ -6,8 +6,11 @@ never start a mock: a missing cluster is a failure with the fix in the message.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -18,6 +21,96 @@ CLUSTER = os.environ.get("GPUSHARE_CLUSTER_NAME", "gpushare")
 KUBECONFIG = Path(
     os.environ.get("GPUSHARE_KUBECONFIG", Path.home() / ".kwok" / "clusters" / CLUSTER / "kubeconfig.yaml")
 )
+
+
+# Under pytest-xdist (`make test` runs `-n 3 --dist loadscope`) the modules below, each with a cluster of its own or
+# needing none, run beside each other; all the others use the shared lab cluster and form one scope, run by one worker
+# at a time. (xdist's `xdist_group` marks do nothing with pytest 9: its loadgroup rewrites `item._nodeid`, which
+# pytest 9 no longer reads; so the scheduler below names each test's scope from its module.)
+BESIDE_MODULES = frozenset({
+    "test_bad_input.py", "test_dra.py", "test_faults.py", "test_gpu_operator_mode.py", "test_lab_playbook.py",
+    "test_least_privilege.py",  # a cluster of its own each
+    "test_lab_cluster_build.py", "test_no_cluster.py",  # no cluster
+})
+SHARED_SCOPE = f"cluster {CLUSTER}"
+
+
+def scope_of(nodeid: str) -> str:
+    """The xdist scope of a test: its module when it may run beside others, else the shared cluster's."""
+    module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    return module if module in BESIDE_MODULES else SHARED_SCOPE
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Schedule whole scopes (scope_of) on the workers, in collection order (slow modules last, below)."""
+    from xdist.scheduler import LoadScopeScheduling  # only when xdist runs
+
+    class ByCluster(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return scope_of(nodeid)
+
+    return ByCluster(config, log)
+
+
+# kwokctl gives a new cluster the highest free ports below 32768 (free: nothing listens there): two clusters created at
+# the same moment can be given the same ports, and so can a cluster created while a test has another cluster's
+# component stopped (its ports are free until the component starts again). Both hold this lock (`cluster_lock`).
+CLUSTER_LOCK = Path.home() / ".kwok" / ".gpushare-tests-cluster.lock"
+CLUSTER_PLAYBOOKS = ("cluster.yml", "gpushare.k8s.cluster")
+_LOCK_GUARD = threading.Lock()
+_LOCK_HELD = {"depth": 0, "handle": None}
+
+
+def pytest_collection_modifyitems(items):
+    """The slow modules last (a stable sort: each module keeps its order): they stop cluster components, holding the
+    cluster lock, so they run once the other modules' clusters are up."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is not None)
+
+
+@contextlib.contextmanager
+def cluster_lock():
+    """The lab-cluster lock: exclusive between test processes (xdist workers, molecule is started before them),
+    re-entrant within one (a test holding it may run the cluster playbook)."""
+    with _LOCK_GUARD:
+        if _LOCK_HELD["depth"] == 0:
+            CLUSTER_LOCK.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(CLUSTER_LOCK, "a", encoding="utf-8")  # pylint: disable=consider-using-with
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            _LOCK_HELD["handle"] = handle
+        _LOCK_HELD["depth"] += 1
+    try:
+        yield
+    finally:
+        with _LOCK_GUARD:
+            _LOCK_HELD["depth"] -= 1
+            if _LOCK_HELD["depth"] == 0:
+                _LOCK_HELD["handle"].close()  # closing the file releases the lock
+                _LOCK_HELD["handle"] = None
+
+
+@pytest.fixture
+def stops_components():
+    """For a test that stops (kills, or pauses long enough to lose its leases) a component of its cluster: no cluster
+    is created until the test ends, so none is given the stopped component's ports."""
+    with cluster_lock():
+        yield
+
+
+@contextlib.contextmanager
+def cluster_playbook_lock(path):
+    """Hold the cluster lock while `path` runs, when it is the cluster playbook (creates, starts, removes clusters)."""
+    if str(path).endswith(CLUSTER_PLAYBOOKS):
+        with cluster_lock():
+            yield
+    else:
+        yield
+
+
+def ansible_playbook(path, *args, timeout=900, env=None):
+    """ansible-playbook `path` from the checkout, waited for; the CompletedProcess. Cluster playbook runs are serialised."""
+    with cluster_playbook_lock(path):
+        return subprocess.run([str(VENV_BIN / "ansible-playbook"), str(path), *args], cwd=REPO, capture_output=True,
+                              text=True, timeout=timeout, env=subprocess_env(**(env or {})), check=False)
 
 
 def subprocess_env(**extra) -> dict:
@@ -81,16 +174,14 @@ def core_v1(api_client):
 def run_playbook(kubeconfig):
     """Run ansible-playbook from the checkout; returns the CompletedProcess."""
     def run(path, extra_vars=None, check=False, diff=False, extra_args=(), env=None, timeout=900):
-        cmd = [str(VENV_BIN / "ansible-playbook"), str(path)]
+        args = []
         if check:
-            cmd.append("--check")
+            args.append("--check")
         if diff:
-            cmd.append("--diff")
+            args.append("--diff")
         if extra_vars:
             import json
 
-            cmd += ["-e", json.dumps(extra_vars)]
-        cmd += list(extra_args)
-        return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                              env=subprocess_env(**(env or {})), check=False)
+            args += ["-e", json.dumps(extra_vars)]
+        return ansible_playbook(path, *args, *extra_args, timeout=timeout, env=env)
     return run

@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 from kubernetes import client, config
 
-from conftest import REPO, VENV_BIN, subprocess_env
+from conftest import REPO, VENV_BIN, ansible_playbook, subprocess_env
 
 KWOK_HOME = Path.home() / ".kwok"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gpushare"
@@ -29,8 +29,7 @@ def kubeconfig_of(cluster: str) -> Path:
 
 def playbook(path, extra_vars=None, extra_args=(), timeout=1200):
     """Run ansible-playbook from the checkout and wait for it; the CompletedProcess."""
-    cmd = [str(VENV_BIN / "ansible-playbook"), str(path), "-e", json.dumps(extra_vars or {}), *extra_args]
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=subprocess_env(), check=False)
+    return ansible_playbook(path, "-e", json.dumps(extra_vars or {}), *extra_args, timeout=timeout)
 
 
 class Background:

@@ -76,6 +76,7 @@ def failure_lines(proc):
     return [line for line in proc.stdout.splitlines() if line.startswith(("[ERROR]", "fatal:")) or line.strip().startswith("msg:")]
 
 
+@pytest.mark.usefixtures("stops_components")
 def test_apiserver_killed_mid_lab_fails_clearly_and_a_rerun_converges(cluster, root, tmp_path):
     run = Background("playbooks/lab.yml", cluster.lab_vars(root), tmp_path / "interrupted.log")
     try:
@@ -96,6 +97,7 @@ def test_apiserver_killed_mid_lab_fails_clearly_and_a_rerun_converges(cluster, r
     assert_lab_converged(cluster.core, root)
 
 
+@pytest.mark.usefixtures("stops_components")
 def test_kwok_controller_restart_keeps_resources_and_labels(cluster):
     core = cluster.core
     before = gpu_view(core)
@@ -185,6 +187,7 @@ PAUSE_BOUNDS = {"gpushare_request_timeout": 5, "gpushare_task_timeout": 30}
 EXIT_SLACK = 30  # after the timeout: the API server probe (request timeout), the recap and the exit on a loaded machine
 
 
+@pytest.mark.usefixtures("stops_components")
 def test_apiserver_paused_mid_lab_fails_within_the_bound_and_a_rerun_converges(cluster, root, tmp_path):
     run = Background("playbooks/lab.yml", cluster.lab_vars(root, **PAUSE_BOUNDS), tmp_path / "paused.log")
     apiserver = cluster.component_pid("kube-apiserver")
@@ -217,6 +220,7 @@ def test_apiserver_paused_mid_lab_fails_within_the_bound_and_a_rerun_converges(c
     assert {"default", "shared"} <= set(cluster.core.read_namespaced_config_map("device-plugin-configs", "gpu-share").data)
 
 
+@pytest.mark.usefixtures("stops_components")
 def test_dead_controller_manager_and_scheduler_are_named_before_anything_waits_on_them(cluster, root):
     leases = client.CoordinationV1Api(cluster.core.api_client)
     for component in ("kube-controller-manager", "kube-scheduler"):

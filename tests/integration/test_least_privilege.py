@@ -36,7 +36,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 import conftest
-from conftest import REPO, VENV_BIN, subprocess_env
+from conftest import REPO
 from lab_helpers import unique, wait_for
 
 # A cluster of its own, named after the one the run was given (gpushare-it-lp for the default cluster).
@@ -64,8 +64,7 @@ def normalised(text: str) -> str:
 def ansible(args, timeout=900):
     """ansible-playbook from the checkout (not through conftest's run_playbook, which needs the shared cluster; also
     called from worker threads)."""
-    return subprocess.run([str(VENV_BIN / "ansible-playbook"), *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout, env=subprocess_env(), check=False)
+    return conftest.ansible_playbook(*args, timeout=timeout)
 
 
 def run_playbook(path, extra_vars, diff=False, extra_args=()):
