@@ -89,9 +89,9 @@ lint: setup
 # while molecule's own cluster (gpushare-molecule) starts. Then the unit tests (two workers), then the live-cluster
 # tests with the molecule scenario beside them. The live tests run in LIVE_WORKERS pytest-xdist workers, one scope
 # each at a time (conftest.py scope_of): each module with a cluster of its own beside the modules that share the lab
-# cluster, which run one at a time. They mostly wait on clusters, so three workers fit two cores. Molecule's cluster is started
-# before them because kwokctl could give two clusters created at the same moment the same ports. Each log is shown
-# once its step has ended; any step failing fails the target.
+# cluster, which run one at a time. They mostly wait on clusters, so three workers fit two cores. Molecule's
+# cluster is started before them because kwokctl could give two clusters created at the same moment the same ports.
+# Each log is shown once its step has ended; any step failing fails the target.
 OUTPUT := $(CURDIR)/tests/output
 MOLECULE_LOG := $(OUTPUT)/molecule.log
 LIVE_LOG := $(OUTPUT)/live-tests.log

@@ -96,19 +96,10 @@ def stops_components():
         yield
 
 
-@contextlib.contextmanager
-def cluster_playbook_lock(path):
-    """Hold the cluster lock while `path` runs, when it is the cluster playbook (creates, starts, removes clusters)."""
-    if str(path).endswith(CLUSTER_PLAYBOOKS):
-        with cluster_lock():
-            yield
-    else:
-        yield
-
-
 def ansible_playbook(path, *args, timeout=900, env=None):
-    """ansible-playbook `path` from the checkout, waited for; the CompletedProcess. Cluster playbook runs are serialised."""
-    with cluster_playbook_lock(path):
+    """ansible-playbook `path` from the checkout, waited for; the CompletedProcess. Runs of the cluster playbook (it
+    creates, starts and removes clusters) hold the cluster lock."""
+    with cluster_lock() if str(path).endswith(CLUSTER_PLAYBOOKS) else contextlib.nullcontext():
         return subprocess.run([str(VENV_BIN / "ansible-playbook"), str(path), *args], cwd=REPO, capture_output=True,
                               text=True, timeout=timeout, env=subprocess_env(**(env or {})), check=False)
 
