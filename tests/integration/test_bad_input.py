@@ -144,6 +144,12 @@ CASES = {
                         "gpushare_team_pods: 2 Pods of one unit each, but gpushare_team_quota.gpus is 1: the team must fill its quota "
                         "exactly so that team-over is the Pod it refuses (with fewer Pods it would be admitted, with more a team Pod would be refused). "
                         "Fix: list 1 team Pods, or set gpus: 2"),
+    # a role's argument spec, checked for every role before step 1 (here step 5's, after the preflight passed)
+    "role-argument-of-a-late-step": lab({"gpushare_quota_coverage_namespaces": {"team-a": 1}},
+                                        "gpushare.k8s.quota_coverage: argument 'quota_coverage_namespaces' is of type dict and we "
+                                        "were unable to convert to list: <class 'dict'> cannot be converted to a list "
+                                        "(quota_coverage_namespaces is {{ gpushare_quota_coverage_namespaces | "
+                                        "default([gpushare_team_namespace]) }})"),
     # roles on their own: their argument specs and their own checks
     "role-team-quota-gpus-four": role("team_quota", {"team_quota_gpus": "four"},
                                       "argument 'team_quota_gpus' is of type str and we were unable to convert to int"),
