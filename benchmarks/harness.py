@@ -19,6 +19,8 @@ import subprocess
 import sys
 import time
 
+import yaml
+
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -439,11 +441,14 @@ def aggregate(profiles):
 
 
 def lab_roles():
-    """{role: the comment playbooks/lab.yml puts beside it} (e.g. "step 1", "beyond the lab: ...")."""
+    """{role: where playbooks/lab.yml runs it, from its task names} (e.g. "step 1; step 7", "beyond the lab")."""
     found = {}
-    for match in re.finditer(r"^\s*- role: gpushare\.k8s\.(\w+)[ \t]*(?:#[ \t]*(.*))?$", (ROOT / "playbooks" / "lab.yml").read_text(), re.M):
-        found.setdefault(match.group(1), []).append((match.group(2) or "").strip())
-    return {role: "; ".join(c for c in comments if c) for role, comments in found.items()}
+    play = yaml.safe_load((ROOT / "playbooks" / "lab.yml").read_text())[0]
+    for task in (task for block in play["tasks"] for task in block.get("block", [])):
+        role = (task.get("ansible.builtin.import_role") or task.get("ansible.builtin.include_role") or {}).get("name")
+        if role:
+            found.setdefault(role.rsplit(".", 1)[-1], []).append(task["name"].split(":", 1)[0].lower())
+    return {role: "; ".join(comments) for role, comments in found.items()}
 
 
 def is_step_role(comment):
@@ -454,7 +459,7 @@ def print_profile(title, agg, wall):
     say("  profile of %s (median of %d runs; wall %s):" % (title, agg["runs"], fmt(wall, "s")))
     say("    start-up until the first task %s, tasks %s, after the last task %s"
         % (fmt(agg["startup"], "s"), fmt(agg["tasks_total"], "s"), fmt(agg["shutdown"], "s")))
-    say("    per role (the play's roles; included roles counted in their caller; lab.yml's comment):")
+    say("    per role (the play's roles; included roles counted in their caller; where lab.yml runs it):")
     comments = lab_roles()
     extra = 0.0
     for role, seconds in agg["roles"]:
