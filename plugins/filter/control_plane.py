@@ -27,6 +27,14 @@ def kwokctl_mismatches(asked, documents, server_version=None):
     return _control_plane.kwokctl_mismatches(asked, documents, server_version)
 
 
+def kwokctl_ports(base):
+    """The kwokctl options that put a lab cluster's listeners on ``base`` .. ``base + 5``; ``{}`` for 0."""
+    try:
+        return _control_plane.kwokctl_ports(base)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
 def build_progress(started, component, version, now, log_text="", finished=False, rc=None):
     """The line shown while a control-plane component builds: component, elapsed time since ``started``, step."""
     try:
@@ -43,4 +51,5 @@ class FilterModule:
             "build_progress": build_progress,
             "stale_lease_errors": stale_lease_errors,
             "kwokctl_mismatches": kwokctl_mismatches,
+            "kwokctl_ports": kwokctl_ports,
         }

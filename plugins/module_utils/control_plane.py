@@ -13,6 +13,8 @@ pause longer than the renew deadline both exit ("leaderelection lost") and nothi
 ``KwokctlConfiguration`` kwokctl keeps in ``<home>/clusters/<name>/kwok.yaml``) and what the server
 reports (``/version``) with what is asked.
 
+``kwokctl_ports`` turns a port base into the kwokctl options that fix every port of a cluster.
+
 ``build_progress`` is the line shown while a control-plane component builds (every few seconds, so a cold
 build of several minutes is never silent): the component, the time since the build started and its step,
 read from the build log that ``roles/lab_cluster/files/build-binaries.sh`` writes.
@@ -22,7 +24,12 @@ from __future__ import annotations
 
 import datetime
 
-__all__ = ["build_progress", "format_duration", "lease_errors", "kwokctl_mismatches", "parse_time"]
+__all__ = ["build_progress", "format_duration", "lease_errors", "kwokctl_mismatches", "kwokctl_ports", "parse_time"]
+
+# The ports kwokctl (binary runtime) gives a cluster, in the order a port base assigns them, and what each one is.
+KWOKCTL_PORTS = (("etcdPeerPort", "etcd peer"), ("etcdPort", "etcd"), ("kubeApiserverPort", "kube-apiserver"),
+                 ("kwokControllerPort", "kwok-controller"), ("kubeControllerManagerPort", "kube-controller-manager"),
+                 ("kubeSchedulerPort", "kube-scheduler"))
 
 
 def parse_time(value):
@@ -93,7 +100,8 @@ def kwokctl_mismatches(asked, documents, server_version=None):
     """How a running kwokctl cluster differs from what is asked: a list of ``"<what>: running X, asked Y"``.
 
     ``asked``: mapping with ``bindAddress``, ``kubeVersion``, ``etcdVersion``, ``kwokVersion`` (a leading
-    ``v`` is ignored) and ``components`` (names of components the cluster must run besides kwokctl's own).
+    ``v`` is ignored), ``components`` (names of components the cluster must run besides kwokctl's own) and
+    ``ports`` (the options of :func:`kwokctl_ports`; none when empty).
     ``documents``: the YAML documents of the cluster's kwok.yaml. ``server_version``: the ``gitVersion``
     the API server reports, when it answers.
     """
@@ -112,11 +120,34 @@ def kwokctl_mismatches(asked, documents, server_version=None):
             found.append("%s: running %s, asked %s" % (label, have if have not in (None, "") else "(unset)", want))
     if server_version and "kubeVersion" in asked and _version(server_version) != _version(asked["kubeVersion"]):
         found.append("kube-apiserver reports version %s, asked %s" % (server_version, asked["kubeVersion"]))
+    for key, label in KWOKCTL_PORTS:
+        want = (asked.get("ports") or {}).get(key)
+        if want is not None and str(want) != str(options.get(key)):
+            found.append("%s port: running %s, asked %s" % (label, options.get(key) or "(unset)", want))
     have_components = {str((c or {}).get("name")) for c in running.get("components") or [] if isinstance(c, dict)}
     missing = [str(name) for name in asked.get("components") or [] if str(name) not in have_components]
     if missing:
         found.append("components: %s not running (the cluster was created without them)" % ", ".join(missing))
     return found
+
+
+def kwokctl_ports(base):
+    """The kwokctl options that put a cluster's listeners on ``base`` .. ``base + 5`` (see KWOKCTL_PORTS); ``{}`` for 0.
+
+    kwokctl (binary runtime) otherwise takes, for each listener, the highest free port below 32768 when the cluster is
+    created; it does not count the ports saved by its other clusters, so two clusters created at once, or one created
+    while another's component is stopped, can be given the same port. Raises ValueError naming the fix.
+    """
+    if isinstance(base, bool) or not isinstance(base, int):
+        raise ValueError("lab_cluster_port_base: %r is not a whole number. Fix: set 0 (kwokctl picks free ports) or a "
+                         "port from 1024 to %d" % (base, 65535 - len(KWOKCTL_PORTS) + 1))
+    if base == 0:
+        return {}
+    last = base + len(KWOKCTL_PORTS) - 1
+    if not 1024 <= base <= last <= 65535:
+        raise ValueError("lab_cluster_port_base: %d leaves the ports %d-%d outside 1024-65535. Fix: set 0 (kwokctl picks "
+                         "free ports) or a port from 1024 to %d" % (base, base, last, 65535 - len(KWOKCTL_PORTS) + 1))
+    return {key: base + offset for offset, (key, _label) in enumerate(KWOKCTL_PORTS)}
 
 
 def format_duration(seconds):

@@ -6,11 +6,9 @@ never start a mock: a missing cluster is a failure with the fix in the message.
 """
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import subprocess
-import threading
+import zlib
 from pathlib import Path
 
 import pytest
@@ -52,56 +50,34 @@ def pytest_xdist_make_scheduler(config, log):
     return ByCluster(config, log)
 
 
-# kwokctl gives a new cluster the highest free ports below 32768 (free: nothing listens there): two clusters created at
-# the same moment can be given the same ports, and so can a cluster created while a test has another cluster's
-# component stopped (its ports are free until the component starts again). Both hold this lock (`cluster_lock`).
-CLUSTER_LOCK = Path.home() / ".kwok" / ".gpushare-tests-cluster.lock"
-CLUSTER_PLAYBOOKS = ("cluster.yml", "gpushare.k8s.cluster")
-_LOCK_GUARD = threading.Lock()
-_LOCK_HELD = {"depth": 0, "handle": None}
+# kwokctl gives a new cluster the highest free ports below 32768 (free: nothing listens there) and does not count the
+# ports its other clusters saved: two clusters created at the same moment can be given the same ports, and so can a
+# cluster created while a test has another cluster's component stopped. So every cluster the tests create is given
+# ports of its own (the lab_cluster role's lab_cluster_port_base, from `cluster_vars`), below the range kwokctl picks
+# from, and test modules create clusters and stop components at the same time.
+PORT_BASE_FIRST, PORT_BASE_SLOTS = 20000, 1000
+
+
+def port_base(cluster: str) -> int:
+    """The first of the six ports of test cluster `cluster` (a stable hash of its name)."""
+    return PORT_BASE_FIRST + 10 * (zlib.crc32(cluster.encode()) % PORT_BASE_SLOTS)
+
+
+def cluster_vars(cluster: str, **extra) -> dict:
+    """The cluster playbook's variables for a cluster a test creates: its name and its own ports."""
+    return {"gpushare_cluster_name": cluster, "lab_cluster_port_base": port_base(cluster), **extra}
 
 
 def pytest_collection_modifyitems(items):
-    """The slow modules last (a stable sort: each module keeps its order): they stop cluster components, holding the
-    cluster lock, so they run once the other modules' clusters are up."""
+    """The slow modules last (a stable sort: each module keeps its order): they stop cluster components for long
+    stretches, so they start once the other modules are under way."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is not None)
 
 
-@contextlib.contextmanager
-def cluster_lock():
-    """The lab-cluster lock: exclusive between test processes (xdist workers, molecule is started before them),
-    re-entrant within one (a test holding it may run the cluster playbook)."""
-    with _LOCK_GUARD:
-        if _LOCK_HELD["depth"] == 0:
-            CLUSTER_LOCK.parent.mkdir(parents=True, exist_ok=True)
-            handle = open(CLUSTER_LOCK, "a", encoding="utf-8")  # pylint: disable=consider-using-with
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            _LOCK_HELD["handle"] = handle
-        _LOCK_HELD["depth"] += 1
-    try:
-        yield
-    finally:
-        with _LOCK_GUARD:
-            _LOCK_HELD["depth"] -= 1
-            if _LOCK_HELD["depth"] == 0:
-                _LOCK_HELD["handle"].close()  # closing the file releases the lock
-                _LOCK_HELD["handle"] = None
-
-
-@pytest.fixture
-def stops_components():
-    """For a test that stops (kills, or pauses long enough to lose its leases) a component of its cluster: no cluster
-    is created until the test ends, so none is given the stopped component's ports."""
-    with cluster_lock():
-        yield
-
-
 def ansible_playbook(path, *args, timeout=900, env=None):
-    """ansible-playbook `path` from the checkout, waited for; the CompletedProcess. Runs of the cluster playbook (it
-    creates, starts and removes clusters) hold the cluster lock."""
-    with cluster_lock() if str(path).endswith(CLUSTER_PLAYBOOKS) else contextlib.nullcontext():
-        return subprocess.run([str(VENV_BIN / "ansible-playbook"), str(path), *args], cwd=REPO, capture_output=True,
-                              text=True, timeout=timeout, env=subprocess_env(**(env or {})), check=False)
+    """ansible-playbook `path` from the checkout, waited for; the CompletedProcess."""
+    return subprocess.run([str(VENV_BIN / "ansible-playbook"), str(path), *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout, env=subprocess_env(**(env or {})), check=False)
 
 
 def subprocess_env(**extra) -> dict:

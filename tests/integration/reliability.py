@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 from kubernetes import client, config
 
-from conftest import REPO, VENV_BIN, ansible_playbook, subprocess_env
+from conftest import REPO, VENV_BIN, ansible_playbook, cluster_vars, port_base, subprocess_env
 
 KWOK_HOME = Path.home() / ".kwok"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gpushare"
@@ -85,9 +85,11 @@ class OwnCluster:
     def up(self, **extra_vars):
         """Create the cluster, removing first what an interrupted session may have left under the same name."""
         self.down()
-        proc = playbook("playbooks/cluster.yml", {"gpushare_cluster_name": self.name, **extra_vars})
+        proc = playbook("playbooks/cluster.yml", cluster_vars(self.name, **extra_vars))
         assert proc.returncode == 0, tail(proc)
         self.core = client.CoreV1Api(config.new_client_from_config(config_file=str(self.kubeconfig)))
+        # the ports of its own (conftest.cluster_vars): the API server listens on the base's third port
+        assert self.core.api_client.configuration.host.endswith(":%d" % (port_base(self.name) + 2)), self.core.api_client.configuration.host
         return self
 
     def down(self):

@@ -26,6 +26,7 @@ import time
 import pytest
 from kubernetes import client
 
+from conftest import cluster_vars
 from reliability import (
     LAB_NAMESPACES,
     TRACEBACK,
@@ -76,7 +77,6 @@ def failure_lines(proc):
     return [line for line in proc.stdout.splitlines() if line.startswith(("[ERROR]", "fatal:")) or line.strip().startswith("msg:")]
 
 
-@pytest.mark.usefixtures("stops_components")
 def test_apiserver_killed_mid_lab_fails_clearly_and_a_rerun_converges(cluster, root, tmp_path):
     run = Background("playbooks/lab.yml", cluster.lab_vars(root), tmp_path / "interrupted.log")
     try:
@@ -97,7 +97,6 @@ def test_apiserver_killed_mid_lab_fails_clearly_and_a_rerun_converges(cluster, r
     assert_lab_converged(cluster.core, root)
 
 
-@pytest.mark.usefixtures("stops_components")
 def test_kwok_controller_restart_keeps_resources_and_labels(cluster):
     core = cluster.core
     before = gpu_view(core)
@@ -140,7 +139,7 @@ def test_node_deleted_and_recreated_is_restored_by_the_next_run(cluster, root):
     before = gpu_view(core)
     core.delete_node("lab-node-1")
     wait_until(lambda: "lab-node-1" not in {node.metadata.name for node in core.list_node().items}, what="lab-node-1 to be gone")
-    up = playbook("playbooks/cluster.yml", {"gpushare_cluster_name": cluster.name})
+    up = playbook("playbooks/cluster.yml", cluster_vars(cluster.name))
     assert up.returncode == 0, tail(up)
     assert gpu_view(core)["lab-node-1"] == {"labels": {}, "capacity": {}, "allocatable": {}}
 
@@ -187,7 +186,6 @@ PAUSE_BOUNDS = {"gpushare_request_timeout": 5, "gpushare_task_timeout": 30}
 EXIT_SLACK = 30  # after the timeout: the API server probe (request timeout), the recap and the exit on a loaded machine
 
 
-@pytest.mark.usefixtures("stops_components")
 def test_apiserver_paused_mid_lab_fails_within_the_bound_and_a_rerun_converges(cluster, root, tmp_path):
     run = Background("playbooks/lab.yml", cluster.lab_vars(root, **PAUSE_BOUNDS), tmp_path / "paused.log")
     apiserver = cluster.component_pid("kube-apiserver")
@@ -210,7 +208,7 @@ def test_apiserver_paused_mid_lab_fails_within_the_bound_and_a_rerun_converges(c
     assert TRACEBACK not in text, tail(run)
 
     # The pause may have outlasted the leader leases: `make cluster` restores whatever exited.
-    up = playbook("playbooks/cluster.yml", {"gpushare_cluster_name": cluster.name})
+    up = playbook("playbooks/cluster.yml", cluster_vars(cluster.name))
     assert up.returncode == 0, tail(up) + cluster.diagnose()
     # The steps the pause interrupted (test 1 shows a whole re-run converges after an API server fault).
     rerun = playbook("playbooks/lab.yml", cluster.lab_vars(root), extra_args=("--tags", "step1,step2"))
@@ -220,7 +218,6 @@ def test_apiserver_paused_mid_lab_fails_within_the_bound_and_a_rerun_converges(c
     assert {"default", "shared"} <= set(cluster.core.read_namespaced_config_map("device-plugin-configs", "gpu-share").data)
 
 
-@pytest.mark.usefixtures("stops_components")
 def test_dead_controller_manager_and_scheduler_are_named_before_anything_waits_on_them(cluster, root):
     leases = client.CoordinationV1Api(cluster.core.api_client)
     for component in ("kube-controller-manager", "kube-scheduler"):
@@ -244,7 +241,7 @@ def test_dead_controller_manager_and_scheduler_are_named_before_anything_waits_o
         assert recap(refused)["changed"] == 0, f"{path} wrote before refusing"
         assert time.monotonic() - started < 60, f"{path} took {time.monotonic() - started:.0f}s to refuse"
 
-    up = playbook("playbooks/cluster.yml", {"gpushare_cluster_name": cluster.name})
+    up = playbook("playbooks/cluster.yml", cluster_vars(cluster.name))
     assert up.returncode == 0, tail(up) + cluster.diagnose()
     again = playbook("playbooks/lab.yml", cluster.lab_vars(root), extra_args=("--tags", "step1"))
     assert again.returncode == 0, tail(again)

@@ -243,7 +243,6 @@ def answer_as_operator(cluster, tmp_path):
         core.delete_node(name)
 
 
-@pytest.mark.usefixtures("stops_components")  # kills kube-apiserver
 def test_restarts_leave_no_stale_advertisement(cluster):
     core = cluster.core
     # API server restarted right after a change: the stand-in reconnects and advertises the latest state.

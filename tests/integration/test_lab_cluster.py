@@ -210,3 +210,42 @@ def test_a_running_cluster_that_is_not_the_one_asked_for_is_reported_not_reused(
         "nothing is built for a cluster that will not be used"
     assert _cluster_files(CLUSTER) == files, "the running cluster's configuration was rewritten"
     assert {n.metadata.name: n.metadata.uid for n in core_v1.list_node().items} == nodes
+
+
+def test_a_running_cluster_on_other_ports_is_reported_not_reused(core_v1):
+    import yaml
+
+    from conftest import CLUSTER
+    from reliability import KWOK_HOME, output, playbook
+
+    files = _cluster_files(CLUSTER)
+    [config] = [doc for doc in yaml.safe_load_all((KWOK_HOME / "clusters" / CLUSTER / "kwok.yaml").read_text())
+                if (doc or {}).get("kind") == "KwokctlConfiguration"]
+    proc = playbook("playbooks/cluster.yml", {"gpushare_cluster_name": CLUSTER, "lab_cluster_port_base": 20900})
+    text = output(proc)
+    assert proc.returncode != 0, text[-3000:]
+    assert (f"Lab cluster {CLUSTER} is running, but not as asked: etcd peer port: running {config['options']['etcdPeerPort']}, "
+            f"asked 20900;") in text, text[-3000:]
+    assert f"kube-apiserver port: running {config['options']['kubeApiserverPort']}, asked 20902;" in text, text[-3000:]
+    assert _cluster_files(CLUSTER) == files, "the running cluster's configuration was rewritten"
+
+
+def test_a_port_in_use_is_refused_before_the_cluster_is_created(tmp_path):
+    import socket
+
+    from reliability import output, playbook
+
+    home = tmp_path / "kwok"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        base = port - 2  # the kube-apiserver's port of that base
+        proc = playbook("playbooks/cluster.yml", {"gpushare_cluster_name": "gpushare-it-never", "lab_cluster_kwok_home": str(home),
+                                                  "lab_cluster_port_base": base})
+    text = output(proc)
+    assert proc.returncode != 0, text[-3000:]
+    assert (f"lab_cluster_port_base: {port} in use on 127.0.0.1, and cluster gpushare-it-never needs {base}-{base + 5}. "
+            "Fix: choose another base, stop what listens there, or set 0 (kwokctl picks free ports); nothing was created.") in text, text[-3000:]
+    assert "Create the cluster" not in text
+    assert not (home / "clusters" / "gpushare-it-never").exists(), list(home.rglob("*"))

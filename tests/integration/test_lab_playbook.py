@@ -16,7 +16,7 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from conftest import REPO, VENV_BIN, subprocess_env
+from conftest import REPO, VENV_BIN, cluster_vars, subprocess_env
 
 CLUSTER = os.environ.get("GPUSHARE_LAB_TEST_CLUSTER", "gpushare-it-lab")  # a cluster of its own, created and removed here
 KUBECONFIG = Path.home() / ".kwok" / "clusters" / CLUSTER / "kubeconfig.yaml"
@@ -35,7 +35,7 @@ def tree_digest(root: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def fresh(run_playbook, tmp_path_factory):
-    up = run_playbook("playbooks/cluster.yml", extra_vars={"gpushare_cluster_name": CLUSTER})
+    up = run_playbook("playbooks/cluster.yml", extra_vars=cluster_vars(CLUSTER))
     assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
     api = config.new_client_from_config(config_file=str(KUBECONFIG))
     root = tmp_path_factory.mktemp("lab") / "gpushare"

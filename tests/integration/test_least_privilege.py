@@ -36,7 +36,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 import conftest
-from conftest import REPO
+from conftest import REPO, cluster_vars
 from lab_helpers import unique, wait_for
 
 # A cluster of its own, named after the one the run was given (gpushare-it-lp for the default cluster).
@@ -100,7 +100,7 @@ def clean(obj: dict) -> dict:
 @pytest.fixture(scope="module")
 def lp(tmp_path_factory):
     """Own cluster; RBAC (and the team ServiceAccount) applied by cluster-admin through playbooks/rbac.yml."""
-    up = run_playbook("playbooks/cluster.yml", extra_vars={"gpushare_cluster_name": CLUSTER})
+    up = run_playbook("playbooks/cluster.yml", extra_vars=cluster_vars(CLUSTER))
     assert up.returncode == 0, tail(up)
     work = tmp_path_factory.mktemp("least-privilege")
     rbac_vars = {
@@ -445,7 +445,8 @@ def test_files_holding_credentials_are_private(lp):
 
 
 def guard_parameters(playbook: str) -> dict:
-    """The admission_guard role's parameters in a playbook: a `roles:` entry, or an import_role task (in a block) with vars."""
+    """The admission_guard role's parameters in a playbook: a `roles:` entry, or an import_role task (in a block): the play's
+    variables (lab.yml sets every role's there, checked by role_argument_check) under the task's own."""
     [play] = yaml.safe_load((REPO / "playbooks" / playbook).read_text())
     entries = [dict(r) for r in play.get("roles", []) if r["role"] == "gpushare.k8s.admission_guard"]
 
@@ -453,7 +454,7 @@ def guard_parameters(playbook: str) -> dict:
         for task in tasks or []:
             walk(task.get("block"))
             if (task.get("ansible.builtin.import_role") or {}).get("name") == "gpushare.k8s.admission_guard":
-                entries.append(task.get("vars") or {})
+                entries.append({**(play.get("vars") or {}), **(task.get("vars") or {})})
 
     walk(play.get("tasks"))
     [entry] = entries

@@ -32,6 +32,9 @@ def render(template, **overrides):
     variables.update(loader.load_from_file(str(ROLE / "vars" / "main.yml")))
     variables.update({"ansible_managed": "Ansible managed", "lab_cluster_bins": {}}, **overrides)
     templar = Templar(loader=loader, variables=variables)
+    # a play templates a role variable when it is read; the kwokctl template reads this one
+    variables["lab_cluster__ports"] = templar.template(trust_as_template(variables["lab_cluster__ports"]))
+    templar = Templar(loader=loader, variables=variables)
     return templar.template(trust_as_template((ROLE / "templates" / template).read_text())) or ""
 
 
@@ -104,3 +107,11 @@ def test_nodes_get_their_labels_and_taints_and_others_none():
     assert lab["spec"] == {} and "gpushare.k8s/gpu-manager" not in lab["metadata"]["labels"]
     assert dra["spec"] == {"taints": [taint]}
     assert dra["metadata"]["labels"]["gpushare.k8s/gpu-manager"] == "dra" and dra["metadata"]["labels"]["type"] == "kwok"
+
+
+def test_a_port_base_puts_every_listener_on_its_own_port_and_none_leaves_kwokctl_to_pick():
+    options = yaml.safe_load(render("kwokctl.yaml.j2", lab_cluster_port_base=20100, lab_cluster_bins=bins("/opt")))["options"]
+    assert {key: value for key, value in options.items() if key.endswith("Port")} == {
+        "etcdPeerPort": 20100, "etcdPort": 20101, "kubeApiserverPort": 20102, "kwokControllerPort": 20103,
+        "kubeControllerManagerPort": 20104, "kubeSchedulerPort": 20105}
+    assert not [key for key in yaml.safe_load(render("kwokctl.yaml.j2", lab_cluster_bins=bins("/opt")))["options"] if key.endswith("Port")]

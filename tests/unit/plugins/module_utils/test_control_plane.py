@@ -6,7 +6,8 @@ import datetime
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.control_plane import build_progress, format_duration, kwokctl_mismatches, lease_errors, parse_time
+from ansible_collections.gpushare.k8s.plugins.module_utils.control_plane import (
+    build_progress, format_duration, kwokctl_mismatches, kwokctl_ports, lease_errors, parse_time)
 
 NOW = datetime.datetime(2026, 12, 1, 8, 0, 0, tzinfo=datetime.timezone.utc)
 COMPONENTS = ["kube-controller-manager", "kube-scheduler"]
@@ -77,6 +78,35 @@ def test_an_unset_bind_address_differs():
 def test_missing_extra_components_are_named():
     assert kwokctl_mismatches(dict(ASKED, components=["operator", "etcd"]), running()) == [
         "components: operator not running (the cluster was created without them)"]
+
+
+def test_a_port_base_fixes_six_ports_in_kwokctls_option_names():
+    assert kwokctl_ports(0) == {}
+    assert kwokctl_ports(20100) == {"etcdPeerPort": 20100, "etcdPort": 20101, "kubeApiserverPort": 20102, "kwokControllerPort": 20103,
+                                    "kubeControllerManagerPort": 20104, "kubeSchedulerPort": 20105}
+    assert kwokctl_ports(65530)["kubeSchedulerPort"] == 65535
+
+
+@pytest.mark.parametrize("base, problem", [
+    (80, "lab_cluster_port_base: 80 leaves the ports 80-85 outside 1024-65535. Fix: set 0 (kwokctl picks free ports) or a port from 1024 to 65530"),
+    (65531, "lab_cluster_port_base: 65531 leaves the ports 65531-65536 outside 1024-65535"),
+    (-1, "lab_cluster_port_base: -1 leaves the ports"),
+    ("20100", "lab_cluster_port_base: '20100' is not a whole number. Fix:"),
+    (True, "lab_cluster_port_base: True is not a whole number"),
+])
+def test_a_port_base_outside_the_port_range_is_refused_naming_the_fix(base, problem):
+    with pytest.raises(ValueError) as error:
+        kwokctl_ports(base)
+    assert str(error.value).startswith(problem)
+
+
+def test_ports_asked_are_compared_and_no_ports_asked_compares_none():
+    asked = dict(ASKED, ports=kwokctl_ports(20100))
+    assert kwokctl_mismatches(asked, running(**kwokctl_ports(20100))) == []
+    assert kwokctl_mismatches(asked, running(**dict(kwokctl_ports(20100), kubeApiserverPort=32765))) == [
+        "kube-apiserver port: running 32765, asked 20102"]
+    assert kwokctl_mismatches(asked, running())[0] == "etcd peer port: running (unset), asked 20100"
+    assert kwokctl_mismatches(dict(ASKED, ports={}), running(kubeApiserverPort=32765)) == []
 
 
 def test_a_kwok_yaml_without_configuration_is_a_mismatch():
