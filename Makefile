@@ -85,38 +85,37 @@ sanity: setup
 lint: setup
 	ansible-lint --profile production
 
-# The static checks first (a minute; a lint error should not wait for the live tests): sanity and lint at once,
-# while molecule's own cluster (gpushare-molecule) starts. Then the unit tests (two workers), then the live-cluster
-# tests with the molecule scenario beside them. The live tests run in LIVE_WORKERS pytest-xdist workers, one scope
-# each at a time (conftest.py scope_of): each module with a cluster of its own beside the modules that share the lab
-# cluster, which run one at a time. They mostly wait on clusters, so three workers fit two cores. Molecule's
-# cluster is started before them because kwokctl could give two clusters created at the same moment the same ports.
-# Each log is shown once its step has ended; any step failing fails the target.
+# The unit tests (two workers) while molecule's own cluster (gpushare-molecule) starts; then the live-cluster tests
+# with the molecule scenario, ansible-test sanity and ansible-lint beside them (the live tests mostly wait on
+# clusters: alone they keep about one of the two cores busy; sanity and lint run at the lowest priority, on what the
+# live tests leave idle). The live tests run in LIVE_WORKERS pytest-xdist workers,
+# one scope each at a time, the longest first (conftest.py scope_of, SCOPE_ORDER): each module with a cluster of its
+# own (and ports of its own) beside the modules that share the lab cluster, which run one at a time. Each log is
+# shown once its step has ended; any step failing fails the target.
 OUTPUT := $(CURDIR)/tests/output
 MOLECULE_LOG := $(OUTPUT)/molecule.log
 LIVE_LOG := $(OUTPUT)/live-tests.log
 test: cluster
 	@mkdir -p $(OUTPUT)
-	@echo "[test] sanity, lint and molecule's cluster at once; their output: $(OUTPUT)/{sanity,lint,molecule}.log"
-	@$(MAKE) --no-print-directory sanity > $(OUTPUT)/sanity.log 2>&1 & sanity=$$!; \
-	  $(MAKE) --no-print-directory lint > $(OUTPUT)/lint.log 2>&1 & lint=$$!; \
-	  molecule create > $(MOLECULE_LOG) 2>&1 & create=$$!; \
-	  wait $$sanity; sanity_rc=$$?; wait $$lint; lint_rc=$$?; wait $$create; create_rc=$$?; \
-	  cat $(OUTPUT)/sanity.log $(OUTPUT)/lint.log; \
-	  echo "[test] sanity exit $$sanity_rc, lint exit $$lint_rc, molecule create exit $$create_rc"; \
+	@echo "[test] the unit tests while molecule's cluster starts; its output: $(MOLECULE_LOG)"
+	@molecule create > $(MOLECULE_LOG) 2>&1 & create=$$!; \
+	  $(PYTEST) -n 2 tests/unit; unit_rc=$$?; \
+	  wait $$create; create_rc=$$?; \
+	  echo "[test] unit tests exit $$unit_rc, molecule create exit $$create_rc"; \
 	  test $$create_rc -eq 0 || cat $(MOLECULE_LOG); \
-	  test $$sanity_rc -eq 0 && test $$lint_rc -eq 0 && test $$create_rc -eq 0
-	$(PYTEST) -n 2 tests/unit
-	@echo "[test] molecule runs beside the live tests; its output: $(MOLECULE_LOG)"
+	  test $$unit_rc -eq 0 && test $$create_rc -eq 0
+	@echo "[test] the live tests, with molecule, sanity and lint beside them; their output: $(OUTPUT)/{molecule,sanity,lint}.log"
 	@molecule test >> $(MOLECULE_LOG) 2>&1 & molecule=$$!; \
+	  nice -n 19 $(MAKE) --no-print-directory sanity > $(OUTPUT)/sanity.log 2>&1 & sanity=$$!; \
+	  nice -n 19 $(MAKE) --no-print-directory lint > $(OUTPUT)/lint.log 2>&1 & lint=$$!; \
 	  $(LIVE_PYTEST) --durations=15 tests/integration 2>&1 | tee $(LIVE_LOG); \
 	  pytest_rc=$${PIPESTATUS[0]}; \
-	  wait $$molecule; molecule_rc=$$?; \
-	  cat $(MOLECULE_LOG); \
+	  wait $$sanity; sanity_rc=$$?; wait $$lint; lint_rc=$$?; wait $$molecule; molecule_rc=$$?; \
+	  cat $(OUTPUT)/sanity.log $(OUTPUT)/lint.log $(MOLECULE_LOG); \
 	  echo "[test] the live tests' summary (all of it above and in $(LIVE_LOG)):"; \
 	  sed -n '/slowest .*durations/,$$p' $(LIVE_LOG) | cut -c1-400; \
-	  echo "[test] live tests exit $$pytest_rc, molecule exit $$molecule_rc"; \
-	  test $$pytest_rc -eq 0 && test $$molecule_rc -eq 0
+	  echo "[test] live tests exit $$pytest_rc, molecule exit $$molecule_rc, sanity exit $$sanity_rc, lint exit $$lint_rc"; \
+	  test $$pytest_rc -eq 0 && test $$molecule_rc -eq 0 && test $$sanity_rc -eq 0 && test $$lint_rc -eq 0
 
 build: setup
 	ansible-galaxy collection build --force --output-path $(CURDIR)

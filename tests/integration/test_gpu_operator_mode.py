@@ -141,20 +141,23 @@ def test_relabel_and_configmap_edit_are_advertised(cluster):
     core = cluster.core
     for config, want in (("default", "2"), ("shared", "8")):
         relabel(core, "lab-node-1", config)
-        wait_until(lambda want=want: gpus(core, "lab-node-1") == {"nvidia.com/gpu": want}, timeout=10, what=f"lab-node-1 -> {want}")
-        product = labels(core, "lab-node-1")["nvidia.com/gpu.product"]
-        assert product == (A100_80 + "-SHARED" if config == "shared" else A100_80)
+        # The device plugin advertises, gpu-feature-discovery labels: two writes, each awaited (under load the
+        # label can follow the capacity by a second or more).
+        product = A100_80 + "-SHARED" if config == "shared" else A100_80
+        wait_until(lambda want=want, product=product: (gpus(core, "lab-node-1"), labels(core, "lab-node-1").get("nvidia.com/gpu.product"))
+                   == ({"nvidia.com/gpu": want}, product), timeout=10, what=f"lab-node-1 -> {want}, {product}")
     configmap = core.read_namespaced_config_map("device-plugin-configs", NS)
     shared = configmap.data["shared"]
     assert "replicas: 4" in shared
     core.patch_namespaced_config_map("device-plugin-configs", NS, {"data": {"shared": shared.replace("replicas: 4", "replicas: 2")}})
     try:
-        wait_until(lambda: gpus(core, "lab-node-1") == {"nvidia.com/gpu": "4"}, timeout=10, what="lab-node-1 -> 4 (replicas 2)")
-        assert labels(core, "lab-node-1")["nvidia.com/gpu.replicas"] == "2"
+        wait_until(lambda: (gpus(core, "lab-node-1"), labels(core, "lab-node-1").get("nvidia.com/gpu.replicas")) == ({"nvidia.com/gpu": "4"}, "2"),
+                   timeout=10, what="lab-node-1 -> 4, label replicas 2 (replicas 2)")
         assert gpus(core, "lab-node-0") == {"nvidia.com/gpu": "2"}  # the default config did not change
     finally:
         core.patch_namespaced_config_map("device-plugin-configs", NS, {"data": {"shared": shared}})
-    wait_until(lambda: gpus(core, "lab-node-1") == {"nvidia.com/gpu": "8"}, timeout=10, what="lab-node-1 back to 8")
+    wait_until(lambda: (gpus(core, "lab-node-1"), labels(core, "lab-node-1").get("nvidia.com/gpu.replicas")) == ({"nvidia.com/gpu": "8"}, "4"),
+               timeout=10, what="lab-node-1 back to 8, label replicas 4")
 
 
 def test_layout_the_gpus_cannot_hold_fails_with_the_reason(cluster):
