@@ -6,8 +6,9 @@
 
 What ansible-core's role argument validation does at the start of each role (the role's options read from the
 variables, then ``ArgumentSpecValidator``), for a list of roles in one task: the action plugin
-``gpushare.k8s.role_argument_check`` calls :func:`check` before the first role writes anything. Neither ansible-core
-nor this check passes the converted values on: a role reads its variables as they are.
+``gpushare.k8s.role_argument_check`` calls :func:`options` and :func:`errors` for each role before the first one
+writes anything. Neither ansible-core nor this check passes the converted values on: a role reads its variables as
+they are.
 """
 
 from __future__ import annotations
