@@ -86,12 +86,12 @@ lint: setup
 	ansible-lint --profile production
 
 # The unit tests (two workers) while molecule's own cluster (gpushare-molecule) starts; then the live-cluster tests
-# with the molecule scenario, ansible-test sanity and ansible-lint beside them (the live tests mostly wait on
-# clusters: alone they keep about one of the two cores busy; sanity and lint run at the lowest priority, on what the
-# live tests leave idle). The live tests run in LIVE_WORKERS pytest-xdist workers,
-# one scope each at a time, the longest first (conftest.py scope_of, SCOPE_ORDER): each module with a cluster of its
-# own (and ports of its own) beside the modules that share the lab cluster, which run one at a time. Each log is
-# shown once its step has ended; any step failing fails the target.
+# with the molecule scenario, ansible-test sanity and ansible-lint beside them (sanity and lint at the lowest
+# priority, on what the live tests leave idle: at normal priority, or with a fourth worker, every module ran slower).
+# The live tests run in LIVE_WORKERS pytest-xdist workers, one scope each at a time, the longest first (conftest.py
+# scope_of, SCOPE_ORDER): each module with a cluster of its own (and ports of its own) beside the modules that share
+# the lab cluster, which run one at a time. Each log is shown once its step has ended; any step failing fails the
+# target.
 OUTPUT := $(CURDIR)/tests/output
 MOLECULE_LOG := $(OUTPUT)/molecule.log
 LIVE_LOG := $(OUTPUT)/live-tests.log
