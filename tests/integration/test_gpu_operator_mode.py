@@ -252,15 +252,16 @@ def test_restarts_leave_no_stale_advertisement(cluster):
     relabel(core, "lab-node-1", "default")
     cluster.kill("kube-apiserver")
     cluster.recover()
-    wait_until(lambda: gpus(core, "lab-node-1") == {"nvidia.com/gpu": "2"} and capacity(core, "lab-node-1") == {"nvidia.com/gpu": "2"},
-               timeout=30, what="lab-node-1 -> 2 after the API server restart")
-    assert labels(core, "lab-node-1")["nvidia.com/gpu.product"] == A100_80
+    # The stand-in writes status first and labels second: wait for both.
+    wait_until(lambda: gpus(core, "lab-node-1") == {"nvidia.com/gpu": "2"} and capacity(core, "lab-node-1") == {"nvidia.com/gpu": "2"}
+               and labels(core, "lab-node-1")["nvidia.com/gpu.product"] == A100_80,
+               timeout=30, what="lab-node-1 -> 2 and its product label after the API server restart")
     # The stand-in restarted after a change it missed while down.
     cluster.kill("gpu-operator-standin")
     relabel(core, "lab-node-1", "shared")
     time.sleep(2)
     assert gpus(core, "lab-node-1") == {"nvidia.com/gpu": "2"}  # nobody answered while it was down
     cluster.kwokctl("start", "cluster")
-    wait_until(lambda: gpus(core, "lab-node-1") == {"nvidia.com/gpu": "8"}, timeout=30, what="lab-node-1 -> 8 after the stand-in's restart")
-    assert labels(core, "lab-node-1")["nvidia.com/gpu.product"] == A100_80 + "-SHARED"
+    wait_until(lambda: gpus(core, "lab-node-1") == {"nvidia.com/gpu": "8"} and labels(core, "lab-node-1")["nvidia.com/gpu.product"] == A100_80 + "-SHARED",
+               timeout=30, what="lab-node-1 -> 8 and its -SHARED product label after the stand-in's restart")
     assert gpus(core, "lab-node-2") == {"nvidia.com/mig-1g.10gb": "7"} and labels(core, "lab-node-2")[STATE_LABEL] == "success"
