@@ -98,6 +98,10 @@ _QUERY_SPEC = dict(
 
 # gpushare.k8s.objects_info: one read given at the top level (as kubernetes.core.k8s_info), or several in queries.
 OBJECTS_INFO_ARG_SPEC = dict(copy.deepcopy(WAIT_ARG_SPEC), **copy.deepcopy(AUTH_ARG_SPEC))
+# kubernetes.core sleeps whole seconds between checks; a Pod binds, a policy is type-checked, in a fraction of one.
+# Its waiter sleeps whatever number it is given, so both modules take fractions too (whole seconds still mean the same).
+for _spec in (OBJECTS_ARG_SPEC, OBJECTS_INFO_ARG_SPEC):
+    _spec["wait_sleep"]["type"] = "float"
 OBJECTS_INFO_ARG_SPEC.update({key: dict(value, required=False) for key, value in copy.deepcopy(_QUERY_SPEC).items()})
 OBJECTS_INFO_ARG_SPEC.update(
     names=dict(type="list", elements="str"),

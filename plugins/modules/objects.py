@@ -37,6 +37,12 @@ attributes:
   idempotent:
     support: full
 options:
+  wait_sleep:
+    description:
+      - Seconds to sleep between checks. Fractions of a second are allowed, where M(kubernetes.core.k8s) takes whole
+        seconds; the lab's roles check every 0.2 s for what takes a fraction of a second.
+    type: float
+    default: 5
   resource_definition:
     description:
       - The objects, as a dict, a list of dicts, or YAML text holding one or more documents, as

@@ -28,6 +28,12 @@ attributes:
   idempotent:
     support: full
 options:
+  wait_sleep:
+    description:
+      - Seconds to sleep between checks. Fractions of a second are allowed, where M(kubernetes.core.k8s) takes whole
+        seconds; the lab's roles check every 0.2 s for what takes a fraction of a second.
+    type: float
+    default: 5
   kind:
     description: The kind of the objects to read (one read; or use O(queries)).
     type: str
