@@ -31,7 +31,7 @@ options:
   wait_sleep:
     description:
       - Seconds to sleep between checks. Fractions of a second are allowed, where M(kubernetes.core.k8s) takes whole
-        seconds; the lab's roles check every 0.2 s for what takes a fraction of a second.
+        seconds; the lab's roles check every 0.2 s for Pods to bind.
     type: float
     default: 5
   kind:
