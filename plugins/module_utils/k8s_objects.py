@@ -67,12 +67,17 @@ __all__ = [
 ]
 
 
+# kubernetes.core's wait options, but wait_sleep takes fractions of a second (doc fragment gpushare.k8s.wait): its waiter
+# sleeps whatever number it is given, and a Pod binds in a fraction of a second.
+_WAIT_ARG_SPEC = copy.deepcopy(WAIT_ARG_SPEC)
+_WAIT_ARG_SPEC["wait_sleep"]["type"] = "float"
+
 # gpushare.k8s.objects: kubernetes.core.k8s's options for present/absent/patched with a wait (its own
 # specs, imported), the collection's auth options (kubernetes.core's plus request_timeout).
 OBJECTS_ARG_SPEC = dict(
     copy.deepcopy(NAME_ARG_SPEC),
     **copy.deepcopy(RESOURCE_ARG_SPEC),
-    **copy.deepcopy(WAIT_ARG_SPEC),
+    **copy.deepcopy(_WAIT_ARG_SPEC),
     **copy.deepcopy(AUTH_ARG_SPEC),
 )
 # kubernetes.core's spec types resource_definition with a function its doc fragment leaves untyped; raw takes the
@@ -97,11 +102,7 @@ _QUERY_SPEC = dict(
 )
 
 # gpushare.k8s.objects_info: one read given at the top level (as kubernetes.core.k8s_info), or several in queries.
-OBJECTS_INFO_ARG_SPEC = dict(copy.deepcopy(WAIT_ARG_SPEC), **copy.deepcopy(AUTH_ARG_SPEC))
-# kubernetes.core sleeps whole seconds between checks; a Pod binds, a policy is type-checked, in a fraction of one.
-# Its waiter sleeps whatever number it is given, so both modules take fractions too (whole seconds still mean the same).
-for _spec in (OBJECTS_ARG_SPEC, OBJECTS_INFO_ARG_SPEC):
-    _spec["wait_sleep"]["type"] = "float"
+OBJECTS_INFO_ARG_SPEC = dict(copy.deepcopy(_WAIT_ARG_SPEC), **copy.deepcopy(AUTH_ARG_SPEC))
 OBJECTS_INFO_ARG_SPEC.update({key: dict(value, required=False) for key, value in copy.deepcopy(_QUERY_SPEC).items()})
 OBJECTS_INFO_ARG_SPEC.update(
     names=dict(type="list", elements="str"),

@@ -24,6 +24,7 @@ description:
   - In check mode the API server is asked for a dry run, so the diff is what the server would store.
 extends_documentation_fragment:
   - kubernetes.core.k8s_name_options
+  - gpushare.k8s.wait  # before kubernetes.core.k8s_wait_options: its wait_sleep takes fractions
   - kubernetes.core.k8s_wait_options
   - kubernetes.core.k8s_auth_options
   - gpushare.k8s.k8s_auth
@@ -37,12 +38,6 @@ attributes:
   idempotent:
     support: full
 options:
-  wait_sleep:
-    description:
-      - Seconds to sleep between checks. Fractions of a second are allowed, where M(kubernetes.core.k8s) takes whole
-        seconds; the lab's roles check every 0.2 s for Pods to bind.
-    type: float
-    default: 5
   resource_definition:
     description:
       - The objects, as a dict, a list of dicts, or YAML text holding one or more documents, as

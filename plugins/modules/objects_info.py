@@ -18,6 +18,7 @@ description:
   - Runs in the controller when the task's connection is local, as M(gpushare.k8s.objects) does, and as a module
     on any other connection.
 extends_documentation_fragment:
+  - gpushare.k8s.wait  # before kubernetes.core.k8s_wait_options: its wait_sleep takes fractions
   - kubernetes.core.k8s_wait_options
   - kubernetes.core.k8s_auth_options
   - gpushare.k8s.k8s_auth
@@ -28,12 +29,6 @@ attributes:
   idempotent:
     support: full
 options:
-  wait_sleep:
-    description:
-      - Seconds to sleep between checks. Fractions of a second are allowed, where M(kubernetes.core.k8s) takes whole
-        seconds; the lab's roles check every 0.2 s for Pods to bind.
-    type: float
-    default: 5
   kind:
     description: The kind of the objects to read (one read; or use O(queries)).
     type: str
