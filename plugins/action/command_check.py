@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from ansible_collections.gpushare.k8s.plugins.plugin_utils.controller_action import ControllerAction, preload
 
-preload("command_check")
+preload("command_check", kubernetes=False)
 
 
 class ActionModule(ControllerAction):
     MODULE = "command_check"
+    KUBERNETES = False

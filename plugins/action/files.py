@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from ansible_collections.gpushare.k8s.plugins.plugin_utils.controller_action import ControllerAction, preload
 
-preload("files")
+preload("files", kubernetes=False)
 
 
 class ActionModule(ControllerAction):
     MODULE = "files"
+    KUBERNETES = False

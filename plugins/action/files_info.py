@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from ansible_collections.gpushare.k8s.plugins.plugin_utils.controller_action import ControllerAction, preload
 
-preload("files_info")
+preload("files_info", kubernetes=False)
 
 
 class ActionModule(ControllerAction):
     MODULE = "files_info"
+    KUBERNETES = False

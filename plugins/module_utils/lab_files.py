@@ -2,7 +2,7 @@
 # Copyright: contributors to the gpushare.k8s collection
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""Write several text files at once, each only when its content or mode differs (module gpushare.k8s.files).
+"""Write several text files at once, each only when its content or mode differs, and remove others (module gpushare.k8s.files).
 
 Each file is written whole through a temporary file in its directory and renamed over the old one, so a
 reader never sees half a file; missing directories are created. No Ansible import: pytest calls it.
@@ -11,6 +11,7 @@ reader never sees half a file; missing directories are created. No Ansible impor
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import tempfile
 
@@ -85,6 +86,30 @@ def write_files(files, directory_mode="0755", check_mode=False, fields=None, des
             after=data.decode("utf-8"),
         )
         results.append(dict(dest=dest, changed=changed, mode="%04o" % mode, diff=diff))
+    return results
+
+
+def remove_paths(paths, check_mode=False, field="absent"):
+    """Remove each path that exists (a file, a link, or a directory with all under it); one ``{path, changed, diff}`` each.
+
+    Every path is checked before the first removal: an empty one, or the file system's root, writes nothing.
+    """
+    planned = []
+    for index, each in enumerate(paths):
+        path = os.path.abspath(os.path.expanduser(each)) if each else ""
+        if not path or path == os.path.dirname(path):
+            raise InputError("%s[%d]" % (field, index), "is %r" % (each,), "name a file or a directory below /")
+        planned.append(path)
+    results = []
+    for path in planned:
+        kind = "directory" if os.path.isdir(path) and not os.path.islink(path) else ("file" if os.path.lexists(path) else None)
+        if kind and not check_mode:
+            if kind == "directory":
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        diff = dict(before_header=path, after_header=path, before="%s\n" % (kind or "absent"), after="absent\n")
+        results.append(dict(path=path, changed=kind is not None, diff=diff))
     return results
 
 

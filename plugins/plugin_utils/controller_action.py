@@ -29,12 +29,19 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-try:
-    import kubernetes  # noqa: F401 pylint: disable=unused-import
-except ImportError:
-    HAS_KUBERNETES = False
-else:
-    HAS_KUBERNETES = True
+_KUBERNETES = []
+
+
+def has_kubernetes():
+    """Whether the controller's Python has the kubernetes client (imported once, when a module needs it)."""
+    if not _KUBERNETES:
+        try:
+            import kubernetes  # noqa: F401 pylint: disable=unused-import,import-outside-toplevel
+        except ImportError:
+            _KUBERNETES.append(False)
+        else:
+            _KUBERNETES.append(True)
+    return _KUBERNETES[0]
 
 display = Display()
 
@@ -173,28 +180,36 @@ def warm_template_plugins():
         display.vvv("gpushare.k8s: could not preload template plugins: %s" % error)
 
 
-def preload(name):
-    """Import module file ``name`` now, and what ``kubernetes.client`` would import lazily at its first use.
+def preload(name, kubernetes=True):
+    """Import module file ``name`` now, and, when it talks to a cluster, what ``kubernetes.client`` would import lazily.
 
     Called when ansible-core imports an action plugin in the controller, so that every task's forked worker
-    inherits the loaded modules instead of importing them again.
+    inherits the loaded modules instead of importing them again. A module that never talks to a cluster
+    (``kubernetes=False``: files, kwokctl) leaves the client unimported (0.3 s of a playbook that needs none).
     """
     module_file = import_module_file(name)
     warm_template_plugins()
-    try:
-        from kubernetes import client as k8s_client
-    except ImportError:
-        return module_file
+    if kubernetes and has_kubernetes():
+        _preload_client()
+    _freeze()
+    return module_file
+
+
+def _preload_client():
+    from kubernetes import client as k8s_client  # pylint: disable=import-outside-toplevel
+
     # Not the typed API classes (CoreV1Api ...): their first use imports their models (1.3 s for CoreV1Api), and the
     # collection calls REST paths itself (cluster_objects.Route).
     for attribute in ("ApiClient", "Configuration", "V1DeleteOptions"):
         getattr(k8s_client, attribute)
+
+
+def _freeze():
     # Move what the controller holds now (ansible-core, kubernetes, this collection: most of its heap) out of the
     # garbage collector's sight, as prefork servers do (the gc.freeze documentation): a worker's collection of the
     # oldest generation then no longer walks, and so copies page by page, the whole inherited heap. The lab runs
     # about 0.5 s faster. Cyclic garbage that exists at this point is kept for the run.
     gc.freeze()
-    return module_file
 
 
 def run_in_process(module_file, args, check_mode=False, diff=False):
@@ -214,13 +229,14 @@ class ControllerAction(ActionBase):
     _supports_async = True  # an async task runs as a module (ansible-core's async wrapper needs a module process)
 
     MODULE = ""
+    KUBERNETES = True  # the module talks to a cluster: it needs the kubernetes client where it runs
 
     def _runs_here(self, task_vars):
         if self._task.async_val:
             return False
         if not boolean(task_vars.get("gpushare_in_controller", True), strict=False):
             return False
-        if not HAS_KUBERNETES:  # the controller's Python lacks the client: the module's interpreter may have it
+        if self.KUBERNETES and not has_kubernetes():  # the controller's Python lacks the client: the module's interpreter may have it
             return False
         return getattr(self._connection, "transport", None) in LOCAL_CONNECTIONS
 

@@ -247,5 +247,4 @@ def test_a_port_in_use_is_refused_before_the_cluster_is_created(tmp_path):
     assert proc.returncode != 0, text[-3000:]
     assert (f"lab_cluster_port_base: {port} in use on 127.0.0.1, and cluster gpushare-it-never needs {base}-{base + 5}. "
             "Fix: choose another base, stop what listens there, or set 0 (kwokctl picks free ports); nothing was created.") in text, text[-3000:]
-    assert "Create the cluster" not in text
-    assert not (home / "clusters" / "gpushare-it-never").exists(), list(home.rglob("*"))
+    assert not (home / "clusters").exists(), list(home.rglob("*"))  # kwokctl was never asked to create it

@@ -115,3 +115,30 @@ def test_manifests_apply_false_only_writes_the_file(tmp_path):
 def test_manifests_apply_false_without_a_path_is_refused(tmp_path):
     result = run_manifests({"manifests": [{"content": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n", "apply": False}]})
     assert result["failed"] and result["msg"].startswith("manifests[0]: apply is false and no path is given")
+
+
+def test_remove_paths_removes_files_links_and_directories_once_and_check_mode_removes_nothing(tmp_path):
+    from ansible_collections.gpushare.k8s.plugins.module_utils.lab_files import remove_paths
+
+    (tmp_path / "dir" / "sub").mkdir(parents=True)
+    (tmp_path / "dir" / "sub" / "f").write_text("x")
+    (tmp_path / "file").write_text("y")
+    (tmp_path / "link").symlink_to(tmp_path / "dir")
+    paths = [str(tmp_path / name) for name in ("link", "dir", "file", "never")]
+    planned = remove_paths(paths, check_mode=True)
+    assert [each["changed"] for each in planned] == [True, True, True, False]
+    assert sorted(os.listdir(tmp_path)) == ["dir", "file", "link"]
+    assert [each["diff"]["before"] for each in planned] == ["file\n", "directory\n", "file\n", "absent\n"]
+    assert [each["changed"] for each in remove_paths(paths)] == [True, True, True, False]
+    assert os.listdir(tmp_path) == []
+    assert not any(each["changed"] for each in remove_paths(paths))
+
+
+@pytest.mark.parametrize("path", ["", "/"])
+def test_remove_paths_refuses_an_empty_path_or_the_root_before_removing_anything(tmp_path, path):
+    from ansible_collections.gpushare.k8s.plugins.module_utils.lab_files import remove_paths
+
+    (tmp_path / "file").write_text("y")
+    with pytest.raises(InputError, match=r"absent\[1\]"):
+        remove_paths([str(tmp_path / "file"), path])
+    assert (tmp_path / "file").exists()

@@ -60,7 +60,7 @@ def test_files_writes_and_reports_the_same(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("args, expected", [
-    ({}, "missing required arguments: files"),
+    ({}, "one of the following is required: files, absent"),
     ({"files": [{"dest": "/tmp/x"}]}, "missing required arguments: content found in files"),
     ({"files": [], "colour": "red"}, "Unsupported parameters for (files) module: colour"),
 ])
