@@ -14,7 +14,7 @@ author:
 description:
   - Writes each of O(files) whose content or mode differs from what is on disk, creating missing directories;
     a file is written whole through a temporary file renamed over it, so a reader never sees half a file.
-  - Removes each of O(absent) that exists: a file, a link, or a directory with everything under it.
+  - Removes each of O(absent) that exists (a file, a link, or a directory with everything under it).
   - Give O(files), O(absent) or both. Every entry is checked before the first write, so bad input writes nothing.
   - The lab writes its manifests and reports with it. Runs in the controller when the task's connection is local
     (one fork, where M(ansible.builtin.copy) costs two module processes per file), and as a module on any other

@@ -29,7 +29,13 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-_KUBERNETES = []
+display = Display()
+
+COLLECTION = "gpushare.k8s"
+LOCAL_CONNECTIONS = frozenset(("local", "ansible.builtin.local"))
+FILTER_FILES = ("control_plane", "dra", "gpu_features", "gpu_operator", "gpushare", "guards", "lab_report", "manifests",
+                "preflight", "quota", "rbac")
+_KUBERNETES = []  # [whether the controller's Python has the client], once known
 
 
 def has_kubernetes():
@@ -42,13 +48,6 @@ def has_kubernetes():
         else:
             _KUBERNETES.append(True)
     return _KUBERNETES[0]
-
-display = Display()
-
-COLLECTION = "gpushare.k8s"
-LOCAL_CONNECTIONS = frozenset(("local", "ansible.builtin.local"))
-FILTER_FILES = ("control_plane", "dra", "gpu_features", "gpu_operator", "gpushare", "guards", "lab_report", "manifests",
-                "preflight", "quota", "rbac")
 
 
 class ModuleDone(BaseException):
