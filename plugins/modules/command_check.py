@@ -90,7 +90,9 @@ def main(module_class=AnsibleModule):
     result = run_check(module.params["argv"], module.params["expect_rc"], module.params["expect_stdout"], module.params["timeout"])
     if result.pop("failed"):
         module.fail_json(changed=False, **result)
-    module.exit_json(changed=False, **result)
+    # failed=False said outright: ansible-core takes a result with a non-zero rc and no "failed" key for a failure,
+    # and expect_rc may be non-zero.
+    module.exit_json(changed=False, failed=False, **result)
 
 
 if __name__ == "__main__":

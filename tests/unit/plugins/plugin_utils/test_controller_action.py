@@ -126,3 +126,13 @@ def test_arguments_reach_the_module_as_the_plain_types_a_module_process_gets(tmp
     converted = plain(tagged)
     assert yaml.safe_dump(converted) == "key: gpushare\n"
     assert all(each.__class__ is str for each in list(converted) + list(converted.values()))
+
+
+def test_command_check_expecting_a_non_zero_exit_says_it_did_not_fail(monkeypatch, tmp_path):
+    # ansible-core takes a result with a non-zero rc and no "failed" key for a failure: the module says failed=False.
+    script = tmp_path / "over.sh"
+    script.write_text("#!/bin/sh\necho OVER=trainer=2\nexit 1\n")
+    script.chmod(0o755)
+    module_result, controller_result = both(monkeypatch, "command_check", {"argv": [str(script)], "expect_rc": 1})
+    assert controller_result == module_result
+    assert controller_result["failed"] is False and controller_result["rc"] == 1, controller_result
