@@ -85,7 +85,8 @@ sanity: setup
 lint: setup
 	ansible-lint --profile production
 
-# The unit tests (two workers) while molecule's own cluster (gpushare-molecule) starts; then the live-cluster tests
+# The unit tests (two workers) while molecule's own cluster (gpushare-molecule) starts (after `molecule reset`: a state
+# left by an interrupted run says "created" even when that cluster is gone, and molecule would skip creating it); then the live-cluster tests
 # with the molecule scenario, ansible-test sanity and ansible-lint beside them (sanity and lint at the lowest
 # priority, on what the live tests leave idle: at normal priority, or with a fourth worker, every module ran slower).
 # The live tests run in LIVE_WORKERS pytest-xdist workers, one scope each at a time, the longest first (conftest.py
@@ -98,7 +99,7 @@ LIVE_LOG := $(OUTPUT)/live-tests.log
 test: cluster
 	@mkdir -p $(OUTPUT)
 	@echo "[test] the unit tests while molecule's cluster starts; its output: $(MOLECULE_LOG)"
-	@molecule create > $(MOLECULE_LOG) 2>&1 & create=$$!; \
+	@{ molecule reset && molecule create; } > $(MOLECULE_LOG) 2>&1 & create=$$!; \
 	  $(PYTEST) -n 2 tests/unit; unit_rc=$$?; \
 	  wait $$create; create_rc=$$?; \
 	  echo "[test] unit tests exit $$unit_rc, molecule create exit $$create_rc"; \
