@@ -13,4 +13,3 @@ preload("command_check", kubernetes=False)
 
 class ActionModule(ControllerAction):
     MODULE = "command_check"
-    KUBERNETES = False

@@ -13,4 +13,3 @@ preload("files", kubernetes=False)
 
 class ActionModule(ControllerAction):
     MODULE = "files"
-    KUBERNETES = False

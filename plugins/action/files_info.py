@@ -13,4 +13,3 @@ preload("files_info", kubernetes=False)
 
 class ActionModule(ControllerAction):
     MODULE = "files_info"
-    KUBERNETES = False

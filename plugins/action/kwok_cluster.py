@@ -13,4 +13,3 @@ preload("kwok_cluster", kubernetes=False)
 
 class ActionModule(ControllerAction):
     MODULE = "kwok_cluster"
-    KUBERNETES = False

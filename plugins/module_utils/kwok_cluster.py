@@ -126,7 +126,7 @@ def ensure(kwokctl, name, workdir, state="present", config=None, wait=None, host
     if state == "absent":
         if before is None:
             return result
-        steps = [("deleted", ["delete", "cluster", "--kubeconfig", result["kubeconfig"]])]
+        outcome, args = "deleted", ["delete", "cluster", "--kubeconfig", result["kubeconfig"]]
     elif before is None:
         if not config:
             raise KwokctlError("config: required to create cluster %s. Fix: give the kwokctl configuration file" % name)
@@ -134,19 +134,17 @@ def ensure(kwokctl, name, workdir, state="present", config=None, wait=None, host
         if busy:
             raise KwokctlError("ports %s in use on %s; nothing was created" % (", ".join(map(str, busy)), host), ports_in_use=busy)
         # --kubeconfig= leaves the user's ~/.kube/config alone: the cluster's own kubeconfig is in its directory.
-        steps = [("created", ["--config", config, "create", "cluster", "--kubeconfig="]
-                  + ([] if wait is None else ["--timeout", "%ds" % wait]) + wait_args)]
+        outcome, args = "created", ["--config", config, "create", "cluster", "--kubeconfig="] + (
+            [] if wait is None else ["--timeout", "%ds" % wait]) + wait_args
     elif NOT_STARTED & set(before.values()):
-        steps = [("started", ["start", "cluster"] + wait_args)]
+        outcome, args = "started", ["start", "cluster"] + wait_args
     else:
         return result
     result["changed"] = True
     if check_mode:
         return result
-    for outcome, args in steps:
-        proc, command = _run(kwokctl, name, args, workdir)
-        result["cmd"] = command
-        if proc.returncode != 0:
-            raise _failed(command, proc)
-        result[outcome] = True
+    proc, result["cmd"] = _run(kwokctl, name, args, workdir)
+    if proc.returncode != 0:
+        raise _failed(result["cmd"], proc)
+    result[outcome] = True
     return result

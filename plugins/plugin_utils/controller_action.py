@@ -18,6 +18,7 @@ as any module does. The variable ``gpushare_in_controller: false`` runs it as a 
 
 from __future__ import annotations
 
+import functools
 import gc
 import importlib
 from collections.abc import Mapping
@@ -35,19 +36,18 @@ COLLECTION = "gpushare.k8s"
 LOCAL_CONNECTIONS = frozenset(("local", "ansible.builtin.local"))
 FILTER_FILES = ("control_plane", "dra", "gpu_features", "gpu_operator", "gpushare", "guards", "lab_report", "manifests",
                 "preflight", "quota", "rbac")
-_KUBERNETES = []  # [whether the controller's Python has the client], once known
+# The modules preloaded with kubernetes=False: they never talk to a cluster, so they run here without the client.
+_NO_CLIENT = set()
 
 
+@functools.lru_cache(maxsize=None)
 def has_kubernetes():
     """Whether the controller's Python has the kubernetes client (imported once, when a module needs it)."""
-    if not _KUBERNETES:
-        try:
-            import kubernetes  # noqa: F401 pylint: disable=unused-import,import-outside-toplevel
-        except ImportError:
-            _KUBERNETES.append(False)
-        else:
-            _KUBERNETES.append(True)
-    return _KUBERNETES[0]
+    try:
+        import kubernetes  # noqa: F401 pylint: disable=unused-import,import-outside-toplevel
+    except ImportError:
+        return False
+    return True
 
 
 class ModuleDone(BaseException):
@@ -188,7 +188,9 @@ def preload(name, kubernetes=True):
     """
     module_file = import_module_file(name)
     warm_template_plugins()
-    if kubernetes and has_kubernetes():
+    if not kubernetes:
+        _NO_CLIENT.add(name)
+    elif has_kubernetes():
         _preload_client()
     _freeze()
     return module_file
@@ -228,14 +230,13 @@ class ControllerAction(ActionBase):
     _supports_async = True  # an async task runs as a module (ansible-core's async wrapper needs a module process)
 
     MODULE = ""
-    KUBERNETES = True  # the module talks to a cluster: it needs the kubernetes client where it runs
 
     def _runs_here(self, task_vars):
         if self._task.async_val:
             return False
         if not boolean(task_vars.get("gpushare_in_controller", True), strict=False):
             return False
-        if self.KUBERNETES and not has_kubernetes():  # the controller's Python lacks the client: the module's interpreter may have it
+        if self.MODULE not in _NO_CLIENT and not has_kubernetes():  # the controller's Python lacks the client: the module's interpreter may have it
             return False
         return getattr(self._connection, "transport", None) in LOCAL_CONNECTIONS
 
