@@ -116,6 +116,18 @@ def test_no_control_plane_port_listens_beyond_loopback(kubeconfig):
     assert not any(exposed.values()), f"listening beyond loopback: {exposed}"
 
 
+def test_each_control_plane_component_runs_on_one_core(kubeconfig):
+    """kwokctl started each of its own components with GOMAXPROCS=1 (the lab_cluster role's componentsPatches)."""
+    pids = Path(kubeconfig).parent / "pids"
+    found = {}
+    for pidfile in sorted(pids.glob("*.pid")):
+        pid = pidfile.read_text().strip()
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        found[pidfile.stem] = [entry.decode() for entry in environ if entry.startswith(b"GOMAXPROCS=")]
+    assert found == {name: ["GOMAXPROCS=1"] for name in
+                     ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller")}, found
+
+
 def test_gpu_pod_stays_pending_while_no_node_advertises_gpu(core_v1, scratch):
     core_v1.create_namespaced_pod(scratch["ns"], _gpu_pod("first", scratch["selector"]))
 

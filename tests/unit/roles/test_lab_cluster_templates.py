@@ -97,6 +97,15 @@ def test_extra_components_are_appended_as_data():
     assert config["components"] == extra
 
 
+def test_kwokctls_own_components_get_one_core_and_extra_components_are_left_alone():
+    extra = [{"name": "operator", "binary": "/opt/bin/operator", "envs": [{"name": "ON", "value": "on"}]}]
+    config = yaml.safe_load(render("kwokctl.yaml.j2", lab_cluster_bins=bins("/opt/bin"), lab_cluster_extra_components=extra))
+    one_core = [{"name": "GOMAXPROCS", "value": "1"}]
+    assert config["componentsPatches"] == [{"name": name, "extraEnvs": one_core} for name in
+                                           ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller")]
+    assert config["components"] == extra
+
+
 def test_nodes_get_their_labels_and_taints_and_others_none():
     taint = {"key": "gpushare.k8s/gpu-manager", "value": "dra", "effect": "NoSchedule"}
     docs = [doc for doc in yaml.safe_load_all(render(
