@@ -59,3 +59,30 @@ def test_a_kubeconfig_whose_api_server_does_not_answer_names_its_url(tmp_path):
     failure = assert_first_error_is_the_preflights(*lab(tmp_path, path))
     assert f"cannot reach the API server (kube-apiserver) at https://127.0.0.1:{port}: " in failure, failure
     assert "Connection refused" in failure
+
+
+def test_bad_input_is_reported_as_such_even_when_no_api_server_answers(tmp_path):
+    """An input error is the run's error: the rescue does not ask the API server (the input check sent no request),
+    so an unreachable cluster cannot replace the message that names the field and the fix."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    path = tmp_path / "kubeconfig.yaml"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "lab",
+        "clusters": [{"name": "lab", "cluster": {"server": f"https://127.0.0.1:{port}", "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "lab", "user": {"token": "not-a-real-token"}}],
+        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "lab"}}],
+    }))
+    root = tmp_path / "gpushare"
+    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "playbooks/lab.yml", "-e",
+                           json.dumps({"gpushare_kubeconfig": str(path), "gpushare_lab_root": str(root),
+                                       "gpushare_team_quota": {"nvidia.com/gpu": "-1"}})],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, env=subprocess_env(), check=False)
+    out = proc.stdout
+    assert proc.returncode != 0, out[-3000:]
+    assert re.search(r"^TASK \[Ask whether the API server still answers\] \*+\nskipping: \[localhost\]", out, flags=re.M), out[-3000:]
+    failure = " ".join(out[out.index("TASK [Fail with the step that failed and why]"):].split())
+    assert "failed: gpushare_team_quota.gpus: null is not a whole number of 1 or more. Fix: set the GPU slots" in failure, failure
+    assert "cannot reach the API server" not in failure, failure
+    assert not root.exists(), "nothing was written"
