@@ -84,13 +84,20 @@ class OwnCluster:
 
     def up(self, **extra_vars):
         """Create the cluster, removing first what an interrupted session may have left under the same name."""
-        self.down()
+        if self.left_over():
+            self.down()
         proc = playbook("playbooks/cluster.yml", cluster_vars(self.name, **extra_vars))
         assert proc.returncode == 0, tail(proc)
         self.core = client.CoreV1Api(config.new_client_from_config(config_file=str(self.kubeconfig)))
         # the ports of its own (conftest.cluster_vars): the API server listens on the base's third port
         assert self.core.api_client.configuration.host.endswith(":%d" % (port_base(self.name) + 2)), self.core.api_client.configuration.host
         return self
+
+    def left_over(self) -> bool:
+        """Whether anything of this name is left: kwokctl's cluster directory, or what the lab_cluster role wrote beside it
+        (the kwokctl configuration, the GPU Operator stand-in's launcher). Removing nothing costs a playbook run."""
+        paths = (KWOK_HOME / "clusters" / self.name, KWOK_HOME / f"{self.name}.kwokctl.yaml", KWOK_HOME / "gpushare-components" / self.name)
+        return any(path.exists() for path in paths)
 
     def down(self):
         playbook("playbooks/cluster.yml", {"gpushare_cluster_name": self.name, "lab_cluster_state": "absent"})
