@@ -89,19 +89,24 @@ def write_files(files, directory_mode="0755", check_mode=False, fields=None, des
     return results
 
 
-def remove_paths(paths, check_mode=False, field="absent"):
-    """Remove each path that exists (a file, a link, or a directory with all under it); one ``{path, changed, diff}`` each.
-
-    Every path is checked before the first removal: an empty one, or the file system's root, writes nothing.
-    """
+def removal_targets(paths, field="absent"):
+    """The absolute paths ``remove_paths`` would remove; InputError for an empty one or the file system's root."""
     planned = []
     for index, each in enumerate(paths):
         path = os.path.abspath(os.path.expanduser(each)) if each else ""
         if not path or path == os.path.dirname(path):
             raise InputError("%s[%d]" % (field, index), "is %r" % (each,), "name a file or a directory below /")
         planned.append(path)
+    return planned
+
+
+def remove_paths(paths, check_mode=False, field="absent"):
+    """Remove each path that exists (a file, a link, or a directory with all under it); one ``{path, changed, diff}`` each.
+
+    Every path is checked (``removal_targets``) before the first removal: an empty one, or the root, removes nothing.
+    """
     results = []
-    for path in planned:
+    for path in removal_targets(paths, field):
         kind = "directory" if os.path.isdir(path) and not os.path.islink(path) else ("file" if os.path.lexists(path) else None)
         if kind and not check_mode:
             if kind == "directory":

@@ -109,7 +109,7 @@ removed:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
-from ansible_collections.gpushare.k8s.plugins.module_utils.lab_files import remove_paths, write_files
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab_files import removal_targets, remove_paths, write_files
 
 
 def main(module_class=AnsibleModule):
@@ -128,7 +128,7 @@ def main(module_class=AnsibleModule):
     )
     try:
         # both lists are checked before anything is written or removed
-        remove_paths(module.params["absent"] or [], check_mode=True)
+        removal_targets(module.params["absent"] or [])
         results = write_files(module.params["files"] or [], module.params["directory_mode"], check_mode=module.check_mode)
         removed = remove_paths(module.params["absent"] or [], check_mode=module.check_mode)
     except (InputError, OSError) as exc:

@@ -16,12 +16,27 @@ CHECK_TASK = "TASK [gpushare.k8s.lab_preflight : Check that the kubeconfig exist
 RESCUE_TASKS = ["TASK [Ask whether the API server still answers]", "TASK [Fail with the step that failed and why]"]
 
 
-def lab(tmp_path, kubeconfig):
+def lab(tmp_path, kubeconfig, **extra_vars):
     root = tmp_path / "gpushare"
     proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "playbooks/lab.yml", "-e",
-                           json.dumps({"gpushare_kubeconfig": str(kubeconfig), "gpushare_lab_root": str(root)})],
+                           json.dumps({"gpushare_kubeconfig": str(kubeconfig), "gpushare_lab_root": str(root), **extra_vars})],
                           cwd=REPO, capture_output=True, text=True, timeout=300, env=subprocess_env(), check=False)
     return proc, root
+
+
+def unanswered_kubeconfig(tmp_path):
+    """A kubeconfig naming an API server on a loopback port nobody listens on; (its path, the port)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    path = tmp_path / "kubeconfig.yaml"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "lab",
+        "clusters": [{"name": "lab", "cluster": {"server": f"https://127.0.0.1:{port}", "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "lab", "user": {"token": "not-a-real-token"}}],
+        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "lab"}}],
+    }))
+    return path, port
 
 
 def assert_first_error_is_the_preflights(proc, root):
@@ -46,16 +61,7 @@ def test_a_missing_kubeconfig_is_the_first_error_and_names_the_file(tmp_path):
 
 
 def test_a_kubeconfig_whose_api_server_does_not_answer_names_its_url(tmp_path):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    path = tmp_path / "kubeconfig.yaml"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "lab",
-        "clusters": [{"name": "lab", "cluster": {"server": f"https://127.0.0.1:{port}", "insecure-skip-tls-verify": True}}],
-        "users": [{"name": "lab", "user": {"token": "not-a-real-token"}}],
-        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "lab"}}],
-    }))
+    path, port = unanswered_kubeconfig(tmp_path)
     failure = assert_first_error_is_the_preflights(*lab(tmp_path, path))
     assert f"cannot reach the API server (kube-apiserver) at https://127.0.0.1:{port}: " in failure, failure
     assert "Connection refused" in failure
@@ -64,21 +70,8 @@ def test_a_kubeconfig_whose_api_server_does_not_answer_names_its_url(tmp_path):
 def test_bad_input_is_reported_as_such_even_when_no_api_server_answers(tmp_path):
     """An input error is the run's error: the rescue does not ask the API server (the input check sent no request),
     so an unreachable cluster cannot replace the message that names the field and the fix."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    path = tmp_path / "kubeconfig.yaml"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "lab",
-        "clusters": [{"name": "lab", "cluster": {"server": f"https://127.0.0.1:{port}", "insecure-skip-tls-verify": True}}],
-        "users": [{"name": "lab", "user": {"token": "not-a-real-token"}}],
-        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "lab"}}],
-    }))
-    root = tmp_path / "gpushare"
-    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "playbooks/lab.yml", "-e",
-                           json.dumps({"gpushare_kubeconfig": str(path), "gpushare_lab_root": str(root),
-                                       "gpushare_team_quota": {"nvidia.com/gpu": "-1"}})],
-                          cwd=REPO, capture_output=True, text=True, timeout=300, env=subprocess_env(), check=False)
+    path, _port = unanswered_kubeconfig(tmp_path)
+    proc, root = lab(tmp_path, path, gpushare_team_quota={"nvidia.com/gpu": "-1"})
     out = proc.stdout
     assert proc.returncode != 0, out[-3000:]
     assert re.search(r"^TASK \[Ask whether the API server still answers\] \*+\nskipping: \[localhost\]", out, flags=re.M), out[-3000:]

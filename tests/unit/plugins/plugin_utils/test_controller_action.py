@@ -70,6 +70,15 @@ def test_bad_arguments_fail_with_ansible_modules_message(monkeypatch, args, expe
     assert controller_result["failed"] and controller_result["msg"].startswith(expected), controller_result
 
 
+def test_a_bad_path_to_remove_writes_no_file_and_removes_nothing(tmp_path):
+    keep = tmp_path / "keep.txt"
+    keep.write_text("kept\n")
+    args = {"files": [{"dest": str(tmp_path / "new.txt"), "content": "new\n"}], "absent": [str(keep), ""]}
+    result = run_in_process(import_module_file("files"), args)
+    assert result["failed"] and result["msg"].startswith("absent[1]: "), result
+    assert keep.read_text() == "kept\n" and not (tmp_path / "new.txt").exists()
+
+
 def test_check_mode_writes_nothing_on_either_path(monkeypatch, tmp_path):
     args = {"files": [{"dest": str(tmp_path / "two.txt"), "content": "two\n"}]}
     module_result, controller_result = both(monkeypatch, "files", args, check_mode=True)
