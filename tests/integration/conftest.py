@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+import warm_start
+
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = REPO / ".venv" / "bin"
 CLUSTER = os.environ.get("GPUSHARE_CLUSTER_NAME", "gpushare")
@@ -83,9 +85,13 @@ def pytest_collection_modifyitems(items):
 
 
 def ansible_playbook(path, *args, timeout=900, env=None):
-    """ansible-playbook `path` from the checkout, waited for; the CompletedProcess."""
-    return subprocess.run([str(VENV_BIN / "ansible-playbook"), str(path), *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=timeout, env=subprocess_env(**(env or {})), check=False)
+    """ansible-playbook `path` from the checkout, waited for; the CompletedProcess (started warm: warm_start.py)."""
+    return warm_start.run([str(VENV_BIN / "ansible-playbook"), str(path), *args], env=subprocess_env(**(env or {})),
+                          cwd=str(REPO), timeout=timeout)
+
+
+def pytest_sessionfinish(session):
+    warm_start.close_all()
 
 
 def subprocess_env(**extra) -> dict:

@@ -1,0 +1,163 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""ansible-playbook for the live tests, started warm: the same program without paying its start-up on every run.
+
+A run of ansible-playbook spends about 1.2 s of CPU before the first task (the interpreter, ansible-core's imports and
+configuration, the kubernetes client the collection's action plugins import); the live tests run it ~180 times on a
+2-core machine. So each pytest worker keeps a server (one per environment, more while runs overlap) that does what the
+ansible-playbook script does up to ``main()``: it imports ``ansible.cli.playbook`` (and the kubernetes client) once,
+with the environment and working directory of the run, and then forks a child per run that sets ``sys.argv``,
+points stdin at /dev/null and stdout/stderr at files, and ends with ``sys.exit(main())``, the script's last line.
+Everything of the collection (its plugins, module_utils, the playbook, inventory, templates) is loaded in the child,
+as in a cold run; the child exits through the interpreter's normal shutdown (atexit handlers run).
+
+Two things differ from a cold start, and are put back in the child: ansible-core guards writes to stdout/stderr with
+a lock that it disables in forked children (its workers); the server is such a fork's parent, so the child wraps them
+again with a live lock (ansible.utils.display._synchronize_textiowrapper, what Display() does at start-up). Python's
+``random`` is reseeded by Python itself after a fork.
+
+Runs given an environment of their own that ansible reads at import time get a server of their own (servers are keyed
+by the whole environment). ``GPUSHARE_TEST_COLD_START=1`` runs every playbook as a new process instead (the measure
+of what this saves: BENCHMARKS.md); runs in the background (reliability.Background) and the tests of the installed
+collection and of the ansible-playbook command itself always start the real script.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+COLD = os.environ.get("GPUSHARE_TEST_COLD_START") == "1"
+
+# The server: `python -c SERVER <fd>`, requests (JSON lines) on stdin, replies on descriptor <fd>.
+SERVER = r'''
+import json, os, sys
+reply = os.fdopen(int(sys.argv[1]), "w", buffering=1)
+null = os.open(os.devnull, os.O_RDWR)
+requests = os.fdopen(os.dup(0), "r")
+for fd in (0, 1, 2):
+    os.dup2(null, fd)
+from ansible.cli.playbook import main  # what the ansible-playbook script imports
+import kubernetes.client, kubernetes.config, kubernetes.dynamic  # what the collection's action plugins import
+from ansible.utils.display import Display, _synchronize_textiowrapper
+reply.write("ready\n")
+for line in requests:
+    request = json.loads(line)
+    sys.stdout.flush(); sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        requests.close(); reply.close()
+        os.dup2(null, 0)
+        for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+            out = os.open(path, os.O_WRONLY | os.O_TRUNC)
+            os.dup2(out, fd)
+            os.close(out)
+        lock = Display()._lock
+        _synchronize_textiowrapper(sys.stdout, lock)
+        _synchronize_textiowrapper(sys.stderr, lock)
+        sys.argv = request["argv"]
+        sys.exit(main())
+    reply.write(json.dumps({"pid": pid}) + "\n")
+    _pid, status = os.waitpid(pid, 0)
+    reply.write(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}) + "\n")
+'''
+
+
+class _Server:
+    """One warm server: a python process with ansible-playbook imported, for one environment and working directory."""
+
+    def __init__(self, python: str, env: dict, cwd: str):
+        self.replies, write_fd = os.pipe()
+        self.popen = subprocess.Popen([python, "-c", SERVER, str(write_fd)], stdin=subprocess.PIPE, env=env, cwd=cwd,
+                                      pass_fds=(write_fd,), text=True)
+        os.close(write_fd)
+        self.pending = b""
+        self._expect("ready")
+
+    def _expect(self, what, timeout=None):
+        """The server's next reply (`what` of it); None when `timeout` seconds pass first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self.pending:
+            if deadline is not None and not select.select([self.replies], [], [], max(deadline - time.monotonic(), 0))[0]:
+                return None
+            chunk = os.read(self.replies, 4096)
+            if not chunk:
+                raise RuntimeError(f"the warm ansible-playbook server ended (exit {self.popen.wait()}) instead of {what}")
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        return line.decode() if what == "ready" else json.loads(line)[what]
+
+    def run(self, argv: list, timeout: float) -> subprocess.CompletedProcess:
+        with tempfile.TemporaryDirectory(prefix="warm-playbook-") as tmp:
+            out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
+            out.touch()
+            err.touch()
+            self.popen.stdin.write(json.dumps({"argv": argv, "stdout": str(out), "stderr": str(err)}) + "\n")
+            self.popen.stdin.flush()
+            pid = self._expect("pid")
+            returncode = self._expect("returncode", timeout)
+            if returncode is None:  # what subprocess.run does on a timeout: kill, wait, raise with the output so far
+                os.kill(pid, signal.SIGKILL)
+                self._expect("returncode")
+                raise subprocess.TimeoutExpired(argv, timeout, out.read_text(errors="replace"),
+                                                err.read_text(errors="replace"))
+            return subprocess.CompletedProcess(argv, returncode, out.read_text(errors="replace"),
+                                               err.read_text(errors="replace"))
+
+    def close(self):
+        self.popen.stdin.close()
+        self.popen.wait()
+        os.close(self.replies)
+
+
+_idle: dict = {}
+_lock = threading.Lock()
+
+
+def interpreter(script: str) -> str:
+    """The interpreter a script's #! line names: the server must be that one (ansible_playbook_python, what the lab
+    writes into bin/check-request.sh, is sys.executable)."""
+    with open(script, "rb") as handle:
+        first = handle.readline().decode()
+    if not first.startswith("#!") or len(first[2:].split()) != 1:
+        raise ValueError(f"{script}: its first line is not #!<interpreter>: {first!r}")
+    return first[2:].strip()
+
+
+def run(argv: list, env: dict, cwd: str, timeout: float) -> subprocess.CompletedProcess:
+    """ansible-playbook `argv` (argv[0] the script's path) as subprocess.run(capture_output=True, text=True) runs it."""
+    if COLD:
+        return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+    key = (cwd, tuple(sorted(env.items())))
+    with _lock:
+        idle = _idle.setdefault(key, [])
+        server = idle.pop() if idle else None
+    if server is None:
+        server = _Server(interpreter(argv[0]), env, cwd)
+    try:
+        result = server.run(argv, timeout)
+    except BaseException:
+        server.close()
+        raise
+    with _lock:
+        _idle[key].append(server)
+    return result
+
+
+def close_all():
+    """End every idle server (pytest's session end)."""
+    with _lock:
+        servers = [server for idle in _idle.values() for server in idle]
+        _idle.clear()
+    for server in servers:
+        server.close()
+
+
+if __name__ == "__main__":
+    sys.exit("run by the live tests' conftest (ansible_playbook), not on its own")
