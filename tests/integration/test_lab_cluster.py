@@ -162,6 +162,7 @@ def test_quota_on_gpu_requests_rejects_second_pod_at_admission(core_v1, scratch)
         "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu-quota"},
         "spec": {"hard": {f"requests.{GPU}": "1"}},
     })
+
     # The ResourceQuota controller fills status.used and status.hard in; admission counts against the quota as the API
     # server's own cache holds it (listed here with resourceVersion "0"). Until that cache has the controller's status,
     # upstream admission has no hard limit to compare with and admits the Pod (a freshly created quota's window): such a

@@ -19,8 +19,10 @@ again with a live lock (ansible.utils.display._synchronize_textiowrapper, what D
 
 Runs given an environment of their own that ansible reads at import time get a server of their own (servers are keyed
 by the whole environment). ``GPUSHARE_TEST_COLD_START=1`` runs every playbook as a new process instead (the measure
-of what this saves: BENCHMARKS.md); runs in the background (reliability.Background) and the tests of the installed
-collection and of the ansible-playbook command itself always start the real script.
+of what this saves: BENCHMARKS.md). Some tests always start the script itself: the lab without a cluster
+(test_no_cluster), the installed collection (test_collection_artifact), the control-plane build (test_lab_cluster_build),
+the lab with a user's own ansible.cfg (test_lab_playbook) and the runs the fault tests interrupt (reliability.Background);
+test_warm_start compares a warm run with a cold one, output and exit code.
 """
 from __future__ import annotations
 
@@ -41,13 +43,13 @@ COLD = os.environ.get("GPUSHARE_TEST_COLD_START") == "1"
 SERVER = r'''
 import json, os, sys
 reply = os.fdopen(int(sys.argv[1]), "w", buffering=1)
-null = os.open(os.devnull, os.O_RDWR)
-requests = os.fdopen(os.dup(0), "r")
-for fd in (0, 1, 2):
-    os.dup2(null, fd)
 from ansible.cli.playbook import main  # what the ansible-playbook script imports
 import kubernetes.client, kubernetes.config, kubernetes.dynamic  # what the collection's action plugins import
 from ansible.utils.display import Display, _synchronize_textiowrapper
+null = os.open(os.devnull, os.O_RDWR)  # after the imports: an import error reaches pytest's output
+requests = os.fdopen(os.dup(0), "r")
+for fd in (0, 1, 2):
+    os.dup2(null, fd)
 import gc
 gc.freeze()  # what is imported stays shared with the children: their collections and exit do not copy its pages
 reply.write("ready\n")
