@@ -44,3 +44,17 @@ def test_a_warm_run_past_its_timeout_is_killed_and_the_next_run_starts(tmp_path)
     done = warm_start.run([argv[0], str(quick)], timeout=120, **run)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "the next run" in done.stdout
+
+
+def test_a_warm_run_sees_its_own_environment(tmp_path):
+    # PYTEST_CURRENT_TEST changes with every test and does not start a server of its own (warm_start.PER_RUN): the
+    # child must still see the run's value, not the one the server started with.
+    show = tmp_path / "show.yml"
+    show.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+                    "    - ansible.builtin.debug:\n        msg: \"seen={{ lookup('ansible.builtin.env', 'PYTEST_CURRENT_TEST') }}\"\n")
+    argv = [str(VENV_BIN / "ansible-playbook"), str(show)]
+    for value in ("first value", "second value"):
+        env = dict(subprocess_env(), PYTEST_CURRENT_TEST=value)
+        done = warm_start.run(argv, env=env, cwd=str(REPO), timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"seen={value}" in done.stdout, done.stdout

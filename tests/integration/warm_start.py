@@ -17,8 +17,9 @@ a lock that it disables in forked children (its workers); the server is such a f
 again with a live lock (ansible.utils.display._synchronize_textiowrapper, what Display() does at start-up). Python's
 ``random`` is reseeded by Python itself after a fork.
 
-Runs given an environment of their own that ansible reads at import time get a server of their own (servers are keyed
-by the whole environment). ``GPUSHARE_TEST_COLD_START=1`` runs every playbook as a new process instead (the measure
+The child's os.environ is the run's environment. Runs given another environment get a server of their own (servers
+are keyed by the environment, as ansible and the kubernetes client read some of it at import time), except for the
+variables in PER_RUN, which pytest changes with every test. ``GPUSHARE_TEST_COLD_START=1`` runs every playbook as a new process instead (the measure
 of what this saves: BENCHMARKS.md). Some tests always start the script itself: the lab without a cluster
 (test_no_cluster), the installed collection (test_collection_artifact), the control-plane build (test_lab_cluster_build),
 the lab with a user's own ansible.cfg (test_lab_playbook) and the runs the fault tests interrupt (reliability.Background);
@@ -38,6 +39,9 @@ import time
 from pathlib import Path
 
 COLD = os.environ.get("GPUSHARE_TEST_COLD_START") == "1"
+# Variables that change from test to test and that nothing reads at import time: they do not start a server of their
+# own (the child's os.environ is the run's whole environment, these included).
+PER_RUN = frozenset({"PYTEST_CURRENT_TEST"})
 
 # The server: `python -c SERVER <fd>`, requests (JSON lines) on stdin, replies on descriptor <fd>.
 SERVER = r'''
@@ -67,6 +71,8 @@ for line in requests:
         lock = Display()._lock
         _synchronize_textiowrapper(sys.stdout, lock)
         _synchronize_textiowrapper(sys.stderr, lock)
+        os.environ.clear()
+        os.environ.update(request["env"])
         sys.argv = request["argv"]
         sys.exit(main())
     reply.write(json.dumps({"pid": pid}) + "\n")
@@ -99,12 +105,13 @@ class _Server:
         line, self.pending = self.pending.split(b"\n", 1)
         return line.decode() if what == "ready" else json.loads(line)[what]
 
-    def run(self, argv: list, timeout: float) -> subprocess.CompletedProcess:
+    def run(self, argv: list, env: dict, timeout: float) -> subprocess.CompletedProcess:
         with tempfile.TemporaryDirectory(prefix="warm-playbook-") as tmp:
             out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
             out.touch()
             err.touch()
-            self.popen.stdin.write(json.dumps({"argv": argv, "stdout": str(out), "stderr": str(err)}) + "\n")
+            request = {"argv": argv, "env": env, "stdout": str(out), "stderr": str(err)}
+            self.popen.stdin.write(json.dumps(request) + "\n")
             self.popen.stdin.flush()
             pid = self._expect("pid")
             returncode = self._expect("returncode", timeout)
@@ -140,14 +147,14 @@ def run(argv: list, env: dict, cwd: str, timeout: float) -> subprocess.Completed
     """ansible-playbook `argv` (argv[0] the script's path) as subprocess.run(capture_output=True, text=True) runs it."""
     if COLD:
         return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
-    key = (cwd, tuple(sorted(env.items())))
+    key = (cwd, tuple(sorted((name, value) for name, value in env.items() if name not in PER_RUN)))
     with _lock:
         idle = _idle.setdefault(key, [])
         server = idle.pop() if idle else None
     if server is None:
         server = _Server(interpreter(argv[0]), env, cwd)
     try:
-        result = server.run(argv, timeout)
+        result = server.run(argv, env, timeout)
     except BaseException:
         server.close()
         raise
