@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-import conftest
-from conftest import REPO, VENV_BIN  # noqa: E402
+from conftest import REPO, VENV_BIN, ansible_playbook as run_ansible_playbook  # noqa: E402
 
 PLAYBOOKS = Path(__file__).resolve().parent / "playbooks"
 RECAP = re.compile(r"^localhost\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
@@ -28,7 +27,7 @@ RECAP = re.compile(r"^localhost\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d
 
 def ansible_playbook(playbook, extra_vars, *args, expect_rc=0, timeout=300):
     """Run one of tests/integration/playbooks/ from the checkout; return (process, changed count)."""
-    proc = conftest.ansible_playbook(PLAYBOOKS / playbook, "-e", json.dumps(extra_vars), *args, timeout=timeout)
+    proc = run_ansible_playbook(PLAYBOOKS / playbook, "-e", json.dumps(extra_vars), *args, timeout=timeout)
     assert proc.returncode == expect_rc, f"{playbook} exited {proc.returncode}:\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
     recap = RECAP.findall(proc.stdout)
     assert len(recap) == 1, proc.stdout[-2000:]

@@ -10,14 +10,18 @@ import pytest
 import warm_start
 from conftest import REPO, VENV_BIN, subprocess_env
 
+SCRIPT = str(VENV_BIN / "ansible-playbook")
 
-def both(*args, timeout=600):
-    """The same ansible-playbook run started cold (the script, a new process) and warm; (cold, warm)."""
-    argv = [str(VENV_BIN / "ansible-playbook"), *args]
-    env = subprocess_env()
-    cold = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env, check=False)
-    warm = warm_start.run(argv, env=env, cwd=str(REPO), timeout=timeout)
-    return cold, warm
+
+def local_playbook(path, *tasks):
+    """A playbook on localhost running `tasks` (YAML task texts, each a mapping's lines); its path."""
+    path.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+                    + "".join("    - " + "\n      ".join(task.splitlines()) + "\n" for task in tasks))
+    return str(path)
+
+
+def warm(*args, env=None, timeout=120):
+    return warm_start.run([SCRIPT, *args], env=env or subprocess_env(), cwd=str(REPO), timeout=timeout)
 
 
 @pytest.mark.parametrize("args", [
@@ -25,23 +29,17 @@ def both(*args, timeout=600):
     pytest.param(("playbooks/lab.yml", "-e", json.dumps({"gpushare_mode": "bogus"})), id="bad-input"),
 ])
 def test_a_warm_run_prints_and_exits_as_the_script_does(kubeconfig, args):
-    cold, warm = both(*args)
-    assert (warm.returncode, warm.stdout, warm.stderr) == (cold.returncode, cold.stdout, cold.stderr)
+    cold = warm_start.cold([SCRIPT, *args], env=subprocess_env(), cwd=str(REPO), timeout=600)
+    started_warm = warm(*args, timeout=600)
+    assert (started_warm.returncode, started_warm.stdout, started_warm.stderr) == (cold.returncode, cold.stdout, cold.stderr)
 
 
 def test_a_warm_run_past_its_timeout_is_killed_and_the_next_run_starts(tmp_path):
-    slow = tmp_path / "slow.yml"
-    slow.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n"
-                    "    - ansible.builtin.pause:\n        seconds: 30\n"
-                    "    - ansible.builtin.debug:\n        msg: after the pause\n")
-    argv = [str(VENV_BIN / "ansible-playbook"), str(slow)]
-    run = {"env": subprocess_env(), "cwd": str(REPO)}
+    slow = local_playbook(tmp_path / "slow.yml", "ansible.builtin.pause:\n  seconds: 30",
+                          "ansible.builtin.debug:\n  msg: after the pause")
     with pytest.raises(subprocess.TimeoutExpired):
-        warm_start.run(argv, timeout=3, **run)
-    quick = tmp_path / "quick.yml"
-    quick.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n"
-                     "    - ansible.builtin.debug:\n        msg: the next run\n")
-    done = warm_start.run([argv[0], str(quick)], timeout=120, **run)
+        warm(slow, timeout=3)
+    done = warm(local_playbook(tmp_path / "quick.yml", "ansible.builtin.debug:\n  msg: the next run"))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "the next run" in done.stdout
 
@@ -49,12 +47,9 @@ def test_a_warm_run_past_its_timeout_is_killed_and_the_next_run_starts(tmp_path)
 def test_a_warm_run_sees_its_own_environment(tmp_path):
     # PYTEST_CURRENT_TEST changes with every test and does not start a server of its own (warm_start.PER_RUN): the
     # child must still see the run's value, not the one the server started with.
-    show = tmp_path / "show.yml"
-    show.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n"
-                    "    - ansible.builtin.debug:\n        msg: \"seen={{ lookup('ansible.builtin.env', 'PYTEST_CURRENT_TEST') }}\"\n")
-    argv = [str(VENV_BIN / "ansible-playbook"), str(show)]
+    show = local_playbook(tmp_path / "show.yml",
+                          "ansible.builtin.debug:\n  msg: \"seen={{ lookup('ansible.builtin.env', 'PYTEST_CURRENT_TEST') }}\"")
     for value in ("first value", "second value"):
-        env = dict(subprocess_env(), PYTEST_CURRENT_TEST=value)
-        done = warm_start.run(argv, env=env, cwd=str(REPO), timeout=120)
+        done = warm(show, env=dict(subprocess_env(), PYTEST_CURRENT_TEST=value))
         assert done.returncode == 0, done.stdout + done.stderr
         assert f"seen={value}" in done.stdout, done.stdout

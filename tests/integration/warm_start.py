@@ -32,7 +32,6 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -56,7 +55,7 @@ for fd in (0, 1, 2):
     os.dup2(null, fd)
 import gc
 gc.freeze()  # what is imported stays shared with the children: their collections and exit do not copy its pages
-reply.write("ready\n")
+reply.write(json.dumps({"ready": True}) + "\n")
 for line in requests:
     request = json.loads(line)
     sys.stdout.flush(); sys.stderr.flush()
@@ -103,7 +102,7 @@ class _Server:
                 raise RuntimeError(f"the warm ansible-playbook server ended (exit {self.popen.wait()}) instead of {what}")
             self.pending += chunk
         line, self.pending = self.pending.split(b"\n", 1)
-        return line.decode() if what == "ready" else json.loads(line)[what]
+        return json.loads(line)[what]
 
     def run(self, argv: list, env: dict, timeout: float) -> subprocess.CompletedProcess:
         with tempfile.TemporaryDirectory(prefix="warm-playbook-") as tmp:
@@ -115,13 +114,12 @@ class _Server:
             self.popen.stdin.flush()
             pid = self._expect("pid")
             returncode = self._expect("returncode", timeout)
-            if returncode is None:  # what subprocess.run does on a timeout: kill, wait, raise with the output so far
-                os.kill(pid, signal.SIGKILL)
-                self._expect("returncode")
-                raise subprocess.TimeoutExpired(argv, timeout, out.read_text(errors="replace"),
-                                                err.read_text(errors="replace"))
-            return subprocess.CompletedProcess(argv, returncode, out.read_text(errors="replace"),
-                                               err.read_text(errors="replace"))
+            if returncode is not None:
+                return subprocess.CompletedProcess(argv, returncode, *(f.read_text(errors="replace") for f in (out, err)))
+            # what subprocess.run does on a timeout: kill, wait, raise with the output so far
+            os.kill(pid, signal.SIGKILL)
+            self._expect("returncode")
+            raise subprocess.TimeoutExpired(argv, timeout, *(f.read_text(errors="replace") for f in (out, err)))
 
     def close(self):
         self.popen.stdin.close()
@@ -143,10 +141,15 @@ def interpreter(script: str) -> str:
     return first[2:].strip()
 
 
+def cold(argv: list, env: dict, cwd: str, timeout: float) -> subprocess.CompletedProcess:
+    """ansible-playbook `argv` started as a new process, the script itself."""
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+
+
 def run(argv: list, env: dict, cwd: str, timeout: float) -> subprocess.CompletedProcess:
-    """ansible-playbook `argv` (argv[0] the script's path) as subprocess.run(capture_output=True, text=True) runs it."""
+    """ansible-playbook `argv` (argv[0] the script's path) warm, returning what cold() returns."""
     if COLD:
-        return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+        return cold(argv, env, cwd, timeout)
     key = (cwd, tuple(sorted((name, value) for name, value in env.items() if name not in PER_RUN)))
     with _lock:
         idle = _idle.setdefault(key, [])
@@ -171,6 +174,3 @@ def close_all():
     for server in servers:
         server.close()
 
-
-if __name__ == "__main__":
-    sys.exit("run by the live tests' conftest (ansible_playbook), not on its own")
