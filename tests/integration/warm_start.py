@@ -173,4 +173,3 @@ def close_all():
         _idle.clear()
     for server in servers:
         server.close()
-
