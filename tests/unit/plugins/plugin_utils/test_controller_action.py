@@ -110,12 +110,15 @@ def test_an_exit_inside_the_modules_own_except_exception_still_ends_the_run():
     from ansible_collections.gpushare.k8s.plugins.plugin_utils.controller_action import bound_module
 
     module = bound_module({}, False, False, "probe")(argument_spec={})
+    caught = None
     try:
         module.exit_json(changed=False, answer=42)
     except Exception:  # pylint: disable=broad-except
         raise AssertionError("exit_json was caught as an Exception, as gpu_operator_wait's handler would")
     except BaseException as done:  # pylint: disable=broad-except
-        assert done.result == {"changed": False, "answer": 42}
+        caught = done
+    assert caught is not None, "exit_json returned instead of ending the run"
+    assert caught.result == {"changed": False, "answer": 42}
 
 
 def test_arguments_reach_the_module_as_the_plain_types_a_module_process_gets(tmp_path):
