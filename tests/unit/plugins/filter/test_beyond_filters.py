@@ -22,6 +22,41 @@ FILTERS = dict(FeatureFilters().filters(), **QuotaFilters().filters())
 FILTER_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "plugins", "filter")
 LAB_VARS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "inventory", "group_vars", "all", "lab.yml")
 A100 = "NVIDIA-A100-SXM4-80GB"
+# gpu-feature-discovery's labels for the lab's three nodes (inventory/group_vars/all/lab.yml), written out by hand:
+# two A100 80GB (81920 MiB) each; lab-node-1 time-sliced 4 ways (product -SHARED); lab-node-2 in MIG mixed strategy,
+# one GPU split into seven 1g.10gb instances (9856 MiB each), its GPUs labelled without sharing (replicas 0).
+LAB_LABELS = {
+    "lab-node-0": {
+        "nvidia.com/gpu.count": "2",
+        "nvidia.com/gpu.memory": "81920",
+        "nvidia.com/gpu.product": A100,
+        "nvidia.com/gpu.replicas": "1",
+        "nvidia.com/gpu.sharing-strategy": "none",
+        "nvidia.com/mig.capable": "true",
+    },
+    "lab-node-1": {
+        "nvidia.com/gpu.count": "2",
+        "nvidia.com/gpu.memory": "81920",
+        "nvidia.com/gpu.product": A100 + "-SHARED",
+        "nvidia.com/gpu.replicas": "4",
+        "nvidia.com/gpu.sharing-strategy": "time-slicing",
+        "nvidia.com/mig.capable": "true",
+    },
+    "lab-node-2": {
+        "nvidia.com/gpu.count": "2",
+        "nvidia.com/gpu.memory": "81920",
+        "nvidia.com/gpu.product": A100,
+        "nvidia.com/gpu.replicas": "0",
+        "nvidia.com/gpu.sharing-strategy": "none",
+        "nvidia.com/mig-1g.10gb.count": "7",
+        "nvidia.com/mig-1g.10gb.memory": "9856",
+        "nvidia.com/mig-1g.10gb.product": A100 + "-MIG-1g.10gb",
+        "nvidia.com/mig-1g.10gb.replicas": "1",
+        "nvidia.com/mig-1g.10gb.sharing-strategy": "none",
+        "nvidia.com/mig.capable": "true",
+        "nvidia.com/mig.strategy": "mixed",
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +72,8 @@ def test_filter_names():
 def test_gpu_feature_label_entries_set_the_labels_and_remove_stale_ones(lab):
     nodes, configs = lab["gpushare_nodes"], lab["gpushare_device_plugin_configs"]
     entries = FILTERS["gpu_feature_label_entries"](nodes, configs, lab["gpushare_gpu_product"])
-    assert [entry["name"] for entry in entries] == [node["name"] for node in nodes]
-    for node, entry in zip(nodes, entries):
-        wanted = FILTERS["gpu_feature_labels"](node, configs, lab["gpushare_gpu_product"])
-        assert {key: value for key, value in entry["labels"].items() if value is not None} == wanted
+    assert [entry["name"] for entry in entries] == ["lab-node-0", "lab-node-1", "lab-node-2"]
+    assert {entry["name"]: {key: value for key, value in entry["labels"].items() if value is not None} for entry in entries} == LAB_LABELS
     # what the MIG node had under another layout goes, what the time-sliced node never had is removed if present
     assert entries[2]["labels"]["nvidia.com/mig-2g.20gb.count"] is None
     assert entries[1]["labels"]["nvidia.com/mig.strategy"] is None

@@ -136,7 +136,32 @@ def test_matching_product_on_mig_node_is_accepted():
     assert check_product({"name": "n", "gpus": 1}) is None
 
 
-@pytest.mark.parametrize("key", MANAGED_LABELS + ("nvidia.com/mig-1g.10gb.count", "nvidia.com/mig-3g.40gb.memory", "nvidia.com/mig-1g.10gb.me.product"))
+# The labels gpu-feature-discovery sets that this model writes, listed by hand from GFD's documentation.
+GFD_LABELS = (
+    "nvidia.com/gpu.count",
+    "nvidia.com/gpu.product",
+    "nvidia.com/gpu.replicas",
+    "nvidia.com/gpu.sharing-strategy",
+    "nvidia.com/gpu.memory",
+    "nvidia.com/mig.strategy",
+    "nvidia.com/mig.capable",
+)
+
+
+def test_managed_label_list():
+    assert sorted(MANAGED_LABELS) == sorted(GFD_LABELS)
+
+
+@pytest.mark.parametrize(
+    "key",
+    GFD_LABELS + (
+        "nvidia.com/mig-1g.10gb.count",
+        "nvidia.com/mig-3g.40gb.memory",
+        "nvidia.com/mig-1g.10gb.me.product",
+        "nvidia.com/mig-7g.80gb.replicas",
+        "nvidia.com/mig-2g.20gb.sharing-strategy",
+    ),
+)
 def test_managed_labels(key):
     assert is_managed_label(key)
 
