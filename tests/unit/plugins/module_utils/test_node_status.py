@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import threading
 import time
 from decimal import Decimal
@@ -503,7 +504,7 @@ def test_real_nodes_are_refused_before_any_write():
     assert str(err.value) == REFUSED.format("real-0, real-1")
     assert "patch" not in api.kinds()
     # in check mode too: the prediction would be a lie
-    with pytest.raises(NodeResourcesError):
+    with pytest.raises(NodeResourcesError, match="^%s$" % re.escape(REFUSED.format("real-0"))):
         run(api, {GPU: 1}, names=["real-0"], check_mode=True)
 
 
@@ -524,13 +525,14 @@ def test_real_nodes_allowed_on_request():
 
 def test_validation_happens_before_the_api_is_touched():
     api = lab()
-    with pytest.raises(NodeResourcesError):
+    with pytest.raises(NodeResourcesError, match=r'^resources: "cpu" is not an extended resource name; .* Use a domain-prefixed '
+                                                 r'name such as "nvidia\.com/gpu"$'):
         run(api, {"cpu": 1}, names=["lab-node-0"])
-    with pytest.raises(NodeResourcesError):
+    with pytest.raises(NodeResourcesError, match=r"^parallelism: 0 is out of range; use an integer from 1 to 256 \(default 16\)$"):
         run(api, {GPU: 1}, names=["lab-node-0"], parallelism=0)
-    with pytest.raises(NodeResourcesError):
+    with pytest.raises(NodeResourcesError, match="^give exactly one of name, label_selector and nodes$"):
         run(api, {GPU: 1}, names=["lab-node-0"], label_selector="x=y")
-    with pytest.raises(NodeResourcesError):
+    with pytest.raises(NodeResourcesError, match="^give exactly one of name, label_selector and nodes$"):
         run(api, {GPU: 1})
     assert api.calls == []
 

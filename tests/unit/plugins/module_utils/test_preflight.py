@@ -208,9 +208,12 @@ def test_every_key_below_use_is_reported_and_quantities_compare_by_value():
     assert "requests.nvidia.com/mig-1g.10gb to 0, but 1 is already in use" in errors[1] and "set allow_shrink: true" in errors[1]
 
 
-@pytest.mark.parametrize("hard", [["requests.nvidia.com/gpu"], {"requests.nvidia.com/gpu": "four"}])
-def test_bad_limits_are_programming_errors(hard):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize("hard, message", [
+    (["requests.nvidia.com/gpu"], r"^hard must be a mapping of quota key to limit, e\.g\. \{'requests\.nvidia\.com/gpu': 2\}$"),
+    ({"requests.nvidia.com/gpu": "four"}, r"^hard\['requests\.nvidia\.com/gpu'\]: 'four' is not a quantity$"),
+])
+def test_bad_limits_are_programming_errors(hard, message):
+    with pytest.raises(ValueError, match=message):
         quota_shrink_errors(quota({}), hard)
 
 

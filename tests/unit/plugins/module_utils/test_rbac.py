@@ -105,7 +105,8 @@ def test_an_injected_namespace_is_refused_naming_the_field(field):
     assert message.startswith("rbac_%s: 'team-a\\n---\\napiVersion" % field)
     assert "is not a DNS-1123 label" in message and "Fix: use a name such as" in message
     assert "cluster-admin" not in message  # the value is not echoed whole
-    with pytest.raises(rbac.InputError):
+    with pytest.raises(rbac.InputError, match=r"^rbac_%s: 'team-a\\n---\\napiVersion.*' is not a DNS-1123 label .*\. Fix: use a name "
+                                              r"such as [a-z-]+$" % field):
         rbac.rbac_manifest(dict(LAB, **{field: INJECTION}))
 
 
