@@ -10,8 +10,9 @@
   :func:`time_sliced_resources` tells which configs slice which names;
   :func:`sliced_nodes` which nodes slice them, with the labels a Pod could select them by;
   :func:`guard_params` is what the admission policy (role ``admission_guard``) is built from.
-  :func:`reachable_nodes` evaluates a Pod's ``nodeName``, node selector and required node
-  affinity against those nodes the way the scheduler does; the policy's CEL mirrors it.
+  :func:`reachable_nodes` evaluates a Pod's placement against those nodes: its ``nodeName`` alone when it
+  has one (the kubelet runs it there, whatever its selector says), else its node selector and required node
+  affinity, the way the scheduler does; the policy's CEL mirrors it.
 - A node label ``nvidia.com/device-plugin.config=<name>`` naming a key the ConfigMap lacks
   crash-loops the plugin's config-manager sidecar. :func:`config_label_errors` finds such
   labels before any node is labelled.
@@ -308,10 +309,13 @@ def _term_matches(term, name, labels, ignored):
 def reachable_nodes(pod, nodes, ignored_labels=()):
     """Names of the ``nodes`` (``{name, labels}``) a Pod may run on, judged from its placement alone.
 
-    A node is reachable unless the Pod provably excludes it: ``spec.nodeName`` names another node, a
-    ``nodeSelector`` entry differs, or no term of the required node affinity matches it. Taints, resources and
-    preferred affinity are ignored (they do not pin a Pod). A requirement on a label in ``ignored_labels`` (left out
-    of the nodes' snapshot) counts as met. The admission policy's CEL evaluates the same rules.
+    With ``spec.nodeName`` set, that node is the one the Pod reaches, whatever its ``nodeSelector`` or node affinity
+    say: such a Pod never meets the scheduler, and the kubelet allocates its devices before it checks the selector
+    (a time-sliced over-request then fails with ``UnexpectedAdmissionError`` all the same). Without ``nodeName`` a
+    node is reachable unless the Pod provably excludes it: a ``nodeSelector`` entry differs, or no term of the
+    required node affinity matches it. Taints, resources and preferred affinity are ignored (they do not pin a Pod).
+    A requirement on a label in ``ignored_labels`` (left out of the nodes' snapshot) counts as met. The admission
+    policy's CEL evaluates the same rules.
     """
     ignored = _ignored(ignored_labels)
     spec = pod.get("spec", pod) if isinstance(pod, dict) else {}
@@ -322,8 +326,10 @@ def reachable_nodes(pod, nodes, ignored_labels=()):
     reached = []
     for node in nodes:
         name, labels = _node_identity(node)
-        if node_name and node_name != name:
-            continue
+        if node_name:
+            if node_name == name:
+                reached.append(name)
+            continue  # the kubelet of nodeName runs it: its selector and affinity do not move it elsewhere
         if any(key not in ignored and labels.get(key) != str(value) for key, value in selector.items()):
             continue
         if required is not None and not any(_term_matches(term, name, labels, ignored) for term in required.get("nodeSelectorTerms") or []):
