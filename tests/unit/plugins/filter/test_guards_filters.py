@@ -47,7 +47,7 @@ def test_errors_become_filter_errors():
         FILTERS["time_sliced_resources"]({"x": {"version": "v1", "sharing": {"timeSlicing": {"resources": [{"name": "gpu", "replicas": 1}]}}}})
     with pytest.raises(AnsibleFilterError, match="config name"):
         FILTERS["unshared_configs"]({"bad name!": {"version": "v1"}})
-    with pytest.raises(AnsibleFilterError):
+    with pytest.raises(AnsibleFilterError, match=r"^nodes: must be a list of nodes\. Fix: give the inventory's node entries"):
         FILTERS["config_label_errors"]("lab-node-0", [])
 
 

@@ -117,9 +117,9 @@ def test_a_missing_configmap_is_one_error_listing_every_label():
 
 
 def test_bad_node_lists_are_refused():
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match=r"^nodes: must be a list of nodes\. Fix: give the inventory's node entries"):
         config_label_errors({"name": "x"}, [])
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match=r"^nodes: each node must be a mapping with at least name and config\. Fix: write e\.g\."):
         config_label_errors([{"config": "default"}], [])
 
 
