@@ -45,6 +45,30 @@ def admission_guard_params(configs, nodes, label=_guards.CONFIG_LABEL, default_c
         raise AnsibleFilterError(str(exc)) from None
 
 
+def admission_guard_settings(settings):
+    """The admission guard's settings, each checked (the policy's name a DNS-1123 subdomain, ...), defaults filled in."""
+    try:
+        return _guards.guard_settings(settings)
+    except (_dp.ConfigError, ValueError, TypeError) as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+def admission_guard_objects(params, settings):
+    """The ValidatingAdmissionPolicy and its binding, as objects (dicts), from admission_guard_params' result."""
+    try:
+        return _guards.guard_objects(params, settings)
+    except (_dp.ConfigError, ValueError, TypeError) as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+def admission_guard_manifest(params, settings):
+    """The objects of admission_guard_objects as commented YAML, for the file the lab keeps."""
+    try:
+        return _guards.guard_manifest(params, settings)
+    except (_dp.ConfigError, ValueError, TypeError) as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
 def config_label_errors(nodes, keys, configmap="device-plugin-configs", namespace="gpu-share", label=_guards.CONFIG_LABEL):
     """One message per node whose config label names a key the ConfigMap lacks (``keys`` None: the ConfigMap is missing)."""
     try:
@@ -58,7 +82,10 @@ class FilterModule:
 
     def filters(self):
         return {
+            "admission_guard_manifest": admission_guard_manifest,
+            "admission_guard_objects": admission_guard_objects,
             "admission_guard_params": admission_guard_params,
+            "admission_guard_settings": admission_guard_settings,
             "config_label_errors": config_label_errors,
             "time_sliced_resources": time_sliced_resources,
             "unshared_configs": unshared_configs,

@@ -23,10 +23,27 @@ Pure Python, so it runs (and is unit-tested) outside Ansible.
 from __future__ import annotations
 
 import difflib
+import json
 import re
+import textwrap
 
 try:
-    from .device_plugin import SHARED_SUFFIX, STRATEGY_NONE, STRATEGY_TIME_SLICING, ConfigError, advertised_name, parse_config, sharing_of, validate_config
+    import yaml
+except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
+    yaml = None
+
+try:
+    from .device_plugin import (
+        SHARED_SUFFIX,
+        STRATEGY_NONE,
+        STRATEGY_TIME_SLICING,
+        ConfigError,
+        advertised_name,
+        parse_config,
+        plain,
+        sharing_of,
+        validate_config,
+    )
 except ImportError:  # loaded as a plain module, next to device_plugin.py
     from device_plugin import (  # type: ignore[no-redef]
         SHARED_SUFFIX,
@@ -35,14 +52,19 @@ except ImportError:  # loaded as a plain module, next to device_plugin.py
         ConfigError,
         advertised_name,
         parse_config,
+        plain,
         sharing_of,
         validate_config,
     )
 
 __all__ = [
     "CONFIG_LABEL",
+    "GUARD_DEFAULTS",
     "config_label_errors",
+    "guard_manifest",
+    "guard_objects",
     "guard_params",
+    "guard_settings",
     "reachable_nodes",
     "sliced_nodes",
     "time_sliced_resources",
@@ -336,3 +358,325 @@ def reachable_nodes(pod, nodes, ignored_labels=()):
             continue
         reached.append(name)
     return reached
+
+
+# --- The admission policy and its binding, built as data ----------------------------------------------------------
+#
+# The objects are dicts (never YAML text with values pasted in): a name, label or node label cannot add an object,
+# a field or a line to them. guard_manifest() serialises them once, with comments, for the file the lab keeps.
+
+ADMISSION_API_VERSION = "admissionregistration.k8s.io/v1"
+
+# The role's settings (its variables without the ``admission_guard_`` prefix) and their defaults.
+GUARD_DEFAULTS = {
+    "name": "gpushare-time-slicing-guard",
+    "config_label": CONFIG_LABEL,
+    "failure_policy": "Fail",
+    "excluded_namespaces": ["kube-system"],
+    "validation_actions": ["Deny"],
+    "namespace_selector": {},
+}
+_FAILURE_POLICIES = ("Fail", "Ignore")
+_VALIDATION_ACTIONS = ("Deny", "Warn", "Audit")
+_SELECTOR_KEYS = ("matchLabels", "matchExpressions")
+
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_LABEL_RE = re.compile(_DNS_LABEL)
+_DNS_SUBDOMAIN_RE = re.compile(_DNS_LABEL + r"(\.%s)*" % _DNS_LABEL)
+_LABEL_NAME_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+
+
+def _shown(value, limit=60):
+    """``value`` as a short, single-line repr for a message (an injected manifest is not echoed whole)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "...'"
+
+
+def _is_label_key(key):
+    """A label key as Kubernetes requires it: ``[prefix/]name``, prefix a DNS-1123 subdomain, name at most 63 characters."""
+    if not isinstance(key, str):
+        return False
+    prefix, _slash, name = key.rpartition("/")
+    if _slash and not (len(prefix) <= 253 and _DNS_SUBDOMAIN_RE.fullmatch(prefix)):
+        return False
+    return len(name) <= 63 and bool(_LABEL_NAME_RE.fullmatch(name))
+
+
+def guard_settings(settings, prefix="admission_guard_"):
+    """The guard's settings with defaults filled in, each checked; ``ConfigError`` names the field (``<prefix><key>``) and the fix.
+
+    ``name`` (of the policy and its binding) must be a DNS-1123 subdomain, checked with ``re.fullmatch`` (so no line
+    break, ``---`` or other text can follow it), ``config_label`` a label key, ``failure_policy`` ``Fail`` or
+    ``Ignore``, ``excluded_namespaces`` DNS-1123 labels, ``validation_actions`` one or more of ``Deny``, ``Warn``,
+    ``Audit`` without ``Deny`` and ``Warn`` together (the API server refuses that), ``namespace_selector`` a label
+    selector (``matchLabels``, ``matchExpressions``).
+    """
+    if not isinstance(settings, dict):
+        raise ConfigError("%ssettings" % prefix, "must be a mapping, got %s" % type(settings).__name__, "pass the role's variables")
+    unknown = sorted(str(key) for key in settings if key not in GUARD_DEFAULTS)
+    if unknown:
+        raise ConfigError(prefix + unknown[0], "is not a setting of the admission guard",
+                          "use one of %s" % ", ".join(prefix + key for key in GUARD_DEFAULTS))
+    merged = plain(dict(GUARD_DEFAULTS, **settings))
+    name = merged["name"]
+    if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN_RE.fullmatch(name):
+        raise ConfigError(
+            prefix + "name",
+            "%s is not a DNS-1123 subdomain (at most 253 lower-case letters, digits, '-' and '.', each dot-separated part "
+            "starting and ending with a letter or digit), so it cannot name the ValidatingAdmissionPolicy and its binding" % _shown(name),
+            "use a name such as %s" % GUARD_DEFAULTS["name"])
+    if not _is_label_key(merged["config_label"]):
+        raise ConfigError(prefix + "config_label", "%s is not a label key ([prefix/]name)" % _shown(merged["config_label"]),
+                          "use the label the device plugin's config manager watches, such as %s" % CONFIG_LABEL)
+    if merged["failure_policy"] not in _FAILURE_POLICIES:
+        raise ConfigError(prefix + "failure_policy", "must be Fail or Ignore, got %s" % _shown(merged["failure_policy"]),
+                          "use Fail (a policy that cannot be evaluated refuses the Pod) or Ignore")
+    namespaces = merged["excluded_namespaces"]
+    if not isinstance(namespaces, list) or not all(isinstance(ns, str) and len(ns) <= 63 and _DNS_LABEL_RE.fullmatch(ns) for ns in namespaces):
+        raise ConfigError(prefix + "excluded_namespaces", "must be a list of namespace names (DNS-1123 labels), got %s" % _shown(namespaces),
+                          "write e.g. [kube-system]")
+    actions = merged["validation_actions"]
+    if (not isinstance(actions, list) or not actions or not all(action in _VALIDATION_ACTIONS for action in actions)
+            or len(set(actions)) != len(actions) or {"Deny", "Warn"} <= set(actions)):
+        raise ConfigError(
+            prefix + "validation_actions",
+            "is %s; the API server needs at least one of Deny, Warn and Audit, each once, and refuses Deny together with Warn" % _shown(actions),
+            "use [Deny] to refuse Pods, or [Warn, Audit] to only report them")
+    selector = merged["namespace_selector"]
+    if not isinstance(selector, dict) or any(key not in _SELECTOR_KEYS for key in selector):
+        raise ConfigError(prefix + "namespace_selector", "must be a label selector (matchLabels, matchExpressions), got %s" % _shown(selector),
+                          "write e.g. {matchLabels: {example.com/guarded: 'yes'}}, or {} to cover every namespace")
+    return merged
+
+
+def _cel(value):
+    """A CEL literal of ``value``: JSON is valid CEL (strings, numbers, lists, maps)."""
+    return json.dumps(value)
+
+
+def _cel_strings(values):
+    """A list(string) literal; when empty still typed: the API server's type checker panics on some expressions over an
+    untyped ``[]`` (cel-go's homogeneous-literal validator, seen on v1.36.3)."""
+    values = list(values)
+    return _cel(values) if values else "[''].filter(x, false)"
+
+
+def _lines(text):
+    """CEL written as an indented block in this file, as the expression string (dedented, no final newline)."""
+    return textwrap.dedent(text).strip("\n")
+
+
+# Updates are only checked when they change the placement (gated Pods may gain a node selector or affinity).
+_MATCH_CONDITION = ("request.operation == 'CREATE' || object.spec.?nodeSelector != oldObject.spec.?nodeSelector "
+                    "|| object.spec.?affinity != oldObject.spec.?affinity")
+
+# The sliced nodes this Pod may land on; same rules as reachable_nodes above.
+_REACHABLE = _lines("""
+    variables.nodes.filter(n,
+      variables.nodeName != '' ? variables.nodeName == n
+      : (variables.selector.all(k, k in variables.ignoredLabels
+          || (k in variables.nodeLabels[n] && variables.nodeLabels[n][k] == variables.selector[k]))
+        && (!variables.required.hasValue()
+            || variables.required.value().?nodeSelectorTerms.orValue([]).exists(t,
+                 size(t.?matchExpressions.orValue([])) + size(t.?matchFields.orValue([])) > 0
+                 && t.?matchExpressions.orValue([]).all(e, e.key in variables.ignoredLabels ? true
+                      : e.operator == 'In' ? (e.key in variables.nodeLabels[n] && variables.nodeLabels[n][e.key] in e.?values.orValue([]))
+                      : e.operator == 'NotIn' ? !(e.key in variables.nodeLabels[n] && variables.nodeLabels[n][e.key] in e.?values.orValue([]))
+                      : e.operator == 'Exists' ? e.key in variables.nodeLabels[n]
+                      : e.operator == 'DoesNotExist' ? !(e.key in variables.nodeLabels[n])
+                      : e.operator == 'Gt' || e.operator == 'Lt' ? (
+                          e.key in variables.nodeLabels[n] && size(e.?values.orValue([])) == 1
+                          && variables.nodeLabels[n][e.key].matches('^[+-]?[0-9]+$') && e.values[0].matches('^[+-]?[0-9]+$')
+                          && (!variables.nodeLabels[n][e.key].matches('^[+-]?[0-9]{1,18}$') || !e.values[0].matches('^[+-]?[0-9]{1,18}$')
+                              || (e.operator == 'Gt' ? int(variables.nodeLabels[n][e.key]) > int(e.values[0])
+                                                     : int(variables.nodeLabels[n][e.key]) < int(e.values[0]))))
+                      : true)
+                 && t.?matchFields.orValue([]).all(f,
+                      f.key != 'metadata.name' ? true
+                      : f.operator == 'In' ? n in f.?values.orValue([])
+                      : f.operator == 'NotIn' ? !(n in f.?values.orValue([]))
+                      : true)))))
+""")
+
+# One container's counts (limit or request) of `name` that are integers above 1.
+_OVER_ONE = ("  [?c.?resources.?limits[?name], ?c.?resources.?requests[?name]]\n"
+             "    .map(q, string(q)).filter(q, isQuantity(q) && quantity(q).isInteger())\n"
+             "    .exists(q, quantity(q).asInteger() > 1)))")
+
+# The time-sliced nodes reachable by this Pod that slice `name`, as the message shows them.
+_SHOWN = ("variables.reachable.filter(n, name in variables.nodeResources[n])"
+          ".map(n, n + ' (' + variables.configLabel + '=' + variables.nodeConfigs[n] + ')')")
+
+_MESSAGE_EXPRESSION = _lines("""
+    variables.offenders.map(c, "container '" + c.name + "' asks for "
+      + variables.asked.map(name,
+          [?c.?resources.?limits[?name], ?c.?resources.?requests[?name]]
+            .map(q, string(q)).filter(q, isQuantity(q) && quantity(q).isInteger() && quantity(q).asInteger() > 1)
+            .map(q, q + ' ' + name))
+        .filter(found, size(found) > 0).map(found, found[0]).join(' and ')).join('; ')
+    + '. ' + variables.asked.map(name,
+        name + ' is time-sliced with failRequestsGreaterThanOne on nodes this Pod can reach: '
+          + (size(SHOWN) <= 10 ? SHOWN.join(', ')
+             : [0, 1, 2, 3, 4, 5, 6, 7, 8, 9].map(i, SHOWN[i]).join(', ')
+               + ' and ' + string(size(SHOWN) - 10) + ' more')
+          + '.').join(' ')
+""").replace("SHOWN", _SHOWN) + (
+    "\n+ ' There each unit is one time-slice of a shared physical GPU, not a GPU and not more memory, and the kubelet'"
+    " + ' would fail the Pod with UnexpectedAdmissionError and leave it stuck. ' + variables.asked.map(name, variables.fixes[name]).join(' ')")
+
+_MESSAGE = ("a container asks for more than one unit of a GPU that is time-sliced (failRequestsGreaterThanOne) on a node "
+            "the Pod can reach; the kubelet would fail the Pod with UnexpectedAdmissionError. Ask for 1 unit, or pin the "
+            "Pod to nodes that do not time-slice their GPUs.")
+
+# (variable name, comment in the manifest or None, expression)
+_VARIABLES = (
+    ("nodes", "Every node on which some name is time-sliced with failRequestsGreaterThanOne (CEL literals are homogeneous, "
+              "so one map per field): its name, all of its labels, its config and the names sliced there.", None),
+    ("nodeLabels", None, None),
+    ("nodeConfigs", None, None),
+    ("nodeResources", None, None),
+    ("names", None, None),
+    ("fixes", "resource name -> the fix the message offers", None),
+    ("ignoredLabels", "labels left out of the snapshot (their values change on their own): a requirement on one counts as met", None),
+    ("configLabel", None, None),
+    ("nodeName", None, "object.spec.?nodeName.orValue('')"),
+    ("selector", None, "object.spec.?nodeSelector.orValue({})"),
+    ("required", None, "object.spec.?affinity.?nodeAffinity.?requiredDuringSchedulingIgnoredDuringExecution"),
+    ("reachable", "The sliced nodes this Pod may land on. With nodeName, that node and no other: the Pod never meets the "
+                  "scheduler, and its kubelet allocates devices before it checks the selector, so a contradicting "
+                  "nodeSelector or affinity does not keep it away. Without nodeName, as the scheduler reads the placement: "
+                  "every nodeSelector entry, and one required node affinity term whose requirements all hold (an empty "
+                  "term matches nothing; a requirement on an ignored label counts as met). Same rules as reachable_nodes "
+                  "in module_utils/guards.py.", _REACHABLE),
+    ("guarded", "the sliced names this Pod can reach a node slicing",
+     "variables.names.filter(name, variables.reachable.exists(n, name in variables.nodeResources[n]))"),
+    ("containers", "init containers (sidecars among them) and containers",
+     "object.spec.?initContainers.orValue([]) + object.spec.?containers.orValue([])"),
+    ("offenders", "containers asking for more than one unit (limit or request) of a guarded name",
+     "variables.containers.filter(c, variables.guarded.exists(name,\n" + _OVER_ONE),
+    ("asked", "the guarded names some offender asks more than one of",
+     "variables.guarded.filter(name, variables.offenders.exists(c,\n" + _OVER_ONE),
+)
+
+_HEADER = ("Refuse Pods asking for more than one slice of a time-sliced GPU at the API, before scheduling. Upstream, "
+           "failRequestsGreaterThanOne is only enforced by the kubelet's Allocate call: the Pod fails with "
+           "UnexpectedAdmissionError and stays until deleted.\n"
+           "Generated by the gpushare.k8s.admission_guard role from the device-plugin configs and the cluster's Nodes: a "
+           "snapshot of the time-sliced nodes and their labels. Re-run the role whenever a node is added or relabelled, or "
+           "a config changes.\n"
+           "Time-sliced nodes: %s.")
+
+
+def _snapshot_variables(params):
+    """The variables that carry the snapshot of the time-sliced nodes, by name."""
+    nodes = (params or {}).get("nodes") or []
+    names = [node["name"] for node in nodes]
+
+    def by_node(field):
+        return _cel({node["name"]: node[field] for node in nodes})
+
+    return {
+        "nodes": _cel_strings(names),
+        "nodeLabels": by_node("labels"),
+        "nodeConfigs": by_node("config"),
+        "nodeResources": by_node("resources"),
+        "names": _cel_strings((params or {}).get("names") or []),
+        "fixes": _cel((params or {}).get("fixes") or {}),
+        "ignoredLabels": _cel_strings((params or {}).get("ignored") or []),
+    }
+
+
+def guard_objects(params, settings=None):
+    """The ValidatingAdmissionPolicy and its binding, as dicts: ``[policy, binding]``.
+
+    ``params`` is what :func:`guard_params` returns (the snapshot of the time-sliced nodes), ``settings`` the role's
+    settings (:func:`guard_settings`, checked first). Every value reaches the objects as data: the snapshot as CEL
+    literals (JSON) inside the expressions, the names and selectors as fields.
+    """
+    s = guard_settings(settings or {})
+    params = plain(params or {})
+    literals = dict(_snapshot_variables(params), configLabel=_cel(s["config_label"]))
+    constraints = {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]}
+    if s["excluded_namespaces"]:
+        constraints["namespaceSelector"] = {"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(s["excluded_namespaces"])}]}
+    policy = {
+        "apiVersion": ADMISSION_API_VERSION,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": s["name"]},
+        "spec": {
+            "failurePolicy": s["failure_policy"],
+            "matchConstraints": constraints,
+            "matchConditions": [{"name": "create-or-placement-change", "expression": _MATCH_CONDITION}],
+            "variables": [{"name": name, "expression": literals[name] if expression is None else expression}
+                          for name, _comment, expression in _VARIABLES],
+            "validations": [{"expression": "size(variables.offenders) == 0", "reason": "Forbidden", "message": _MESSAGE,
+                             "messageExpression": _MESSAGE_EXPRESSION}],
+        },
+    }
+    binding = {
+        "apiVersion": ADMISSION_API_VERSION,
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": s["name"]},
+        "spec": {"policyName": s["name"], "validationActions": list(s["validation_actions"])},
+    }
+    if s["namespace_selector"]:
+        binding["spec"]["matchResources"] = {"namespaceSelector": s["namespace_selector"]}
+    return [policy, binding]
+
+
+# --- The same objects as the file the lab keeps ---------------------------------------------------------------------
+
+if yaml is not None:
+    class _Dumper(yaml.SafeDumper):  # pylint: disable=too-many-ancestors
+        """Block style with sequences indented under their key; lists of plain values in flow style
+        (``resources: [pods]``); multi-line strings (CEL) as literal blocks."""
+
+        def increase_indent(self, flow=False, indentless=False):
+            return super().increase_indent(flow, False)
+
+    def _represent_list(dumper, data):
+        flow = all(isinstance(item, (str, int, float, bool)) and "\n" not in str(item) for item in data)
+        return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+    def _represent_str(dumper, data):
+        style = "|" if "\n" in data and data == data.strip() and all(line == line.rstrip() for line in data.split("\n")) else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+    _Dumper.add_representer(list, _represent_list)
+    _Dumper.add_representer(str, _represent_str)
+
+
+def _dump(data, indent=""):
+    if yaml is None:
+        raise ConfigError("", "cannot render: the Python library PyYAML is missing", "install it (pip install PyYAML)")
+    text = yaml.dump(data, Dumper=_Dumper, default_flow_style=False, sort_keys=False, allow_unicode=True, width=120)
+    return "".join(indent + line + "\n" if line else "\n" for line in text.splitlines())
+
+
+def _comment(text, indent=""):
+    """``text`` as YAML comment lines, wrapped; a line break in ``text`` only starts another comment line."""
+    lines = []
+    for paragraph in str(text).replace("\r", "\n").split("\n"):
+        lines.extend(textwrap.wrap(paragraph, width=110 - len(indent), break_on_hyphens=False, break_long_words=False) or [""])
+    return "".join(("%s# %s" % (indent, line)).rstrip() + "\n" for line in lines)
+
+
+def guard_manifest(params, settings=None):
+    """The objects of :func:`guard_objects` as YAML (two documents), each part commented; loading it gives exactly those objects."""
+    policy, binding = guard_objects(params, settings)
+    spec = policy["spec"]
+    comments = {name: comment for name, comment, _expression in _VARIABLES}
+    nodes = [node["name"] for node in (params or {}).get("nodes") or []]
+    text = _comment(_HEADER % (", ".join(nodes) or "none"))
+    text += _dump({key: policy[key] for key in ("apiVersion", "kind", "metadata")}) + "spec:\n"
+    text += _dump({key: spec[key] for key in ("failurePolicy", "matchConstraints")}, "  ")
+    text += _comment("Updates are only checked when they change the placement (gated Pods may gain a node selector or "
+                     "affinity); other updates of existing Pods are never blocked.", "  ")
+    text += _dump({"matchConditions": spec["matchConditions"]}, "  ") + "  variables:\n"
+    for variable in spec["variables"]:
+        if comments.get(variable["name"]):
+            text += _comment(comments[variable["name"]], "    ")
+        text += _dump([variable], "    ")
+    text += _dump({"validations": spec["validations"]}, "  ")
+    return text + "---\n" + _dump(binding)

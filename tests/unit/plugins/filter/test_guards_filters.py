@@ -68,3 +68,35 @@ def test_admission_guard_params_errors_become_filter_errors():
         FILTERS["admission_guard_params"](lab()["gpushare_device_plugin_configs"], [], default_config="missing")
     with pytest.raises(AnsibleFilterError, match="every node needs a name"):
         FILTERS["admission_guard_params"](lab()["gpushare_device_plugin_configs"], [{"labels": {}}])
+
+
+ROLE_DEFAULTS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "admission_guard", "defaults", "main.yml")
+
+
+def test_the_settings_filter_defaults_are_the_roles():
+    with open(ROLE_DEFAULTS, encoding="utf-8") as handle:
+        defaults = yaml.safe_load(handle)
+    expected = {key[len("admission_guard_"):]: value for key, value in defaults.items()
+                if key[len("admission_guard_"):] in FILTERS["admission_guard_settings"]({})}
+    assert FILTERS["admission_guard_settings"]({}) == expected
+    assert len(expected) == 6
+
+
+def test_admission_guard_objects_and_manifest_on_the_lab_nodes():
+    data = lab()
+    nodes = [{"metadata": {"name": node["name"], "labels": {"nvidia.com/device-plugin.config": node["config"]} if "config" in node else {}}}
+             for node in data["gpushare_nodes"]]
+    params = FILTERS["admission_guard_params"](data["gpushare_device_plugin_configs"], nodes)
+    objects = FILTERS["admission_guard_objects"](params, {"name": "lab-guard"})
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [("ValidatingAdmissionPolicy", "lab-guard"),
+                                                                     ("ValidatingAdmissionPolicyBinding", "lab-guard")]
+    assert list(yaml.safe_load_all(FILTERS["admission_guard_manifest"](params, {"name": "lab-guard"}))) == objects
+
+
+@pytest.mark.parametrize("name", ["admission_guard_settings", "admission_guard_objects", "admission_guard_manifest"])
+def test_a_bad_guard_name_becomes_a_filter_error_naming_the_variable(name):
+    args = ({"name": "guard\n---\nkind: ClusterRoleBinding"},) if name == "admission_guard_settings" else (
+        {}, {"name": "guard\n---\nkind: ClusterRoleBinding"})
+    with pytest.raises(AnsibleFilterError, match=r"^admission_guard_name: 'guard\\n---\\nkind: ClusterRoleBinding' is not a DNS-1123 "
+                                                 r"subdomain .*\. Fix: use a name such as gpushare-time-slicing-guard$"):
+        FILTERS[name](*args)

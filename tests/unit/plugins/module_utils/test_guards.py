@@ -12,7 +12,10 @@ import yaml
 from ansible_collections.gpushare.k8s.plugins.module_utils.device_plugin import ConfigError
 from ansible_collections.gpushare.k8s.plugins.module_utils.guards import (
     config_label_errors,
+    guard_manifest,
+    guard_objects,
     guard_params,
+    guard_settings,
     reachable_nodes,
     sliced_nodes,
     time_sliced_resources,
@@ -219,3 +222,113 @@ def test_fix_for_renamed_slices_and_without_unshared_configs():
 def test_bad_node_entries_are_refused(nodes, match):
     with pytest.raises(ConfigError, match=match):
         sliced_nodes(nodes, LAB)
+
+
+# --- The policy and its binding, built as data ---------------------------------------------------------------------
+
+
+LAB_SLICED = [{"name": "lab-node-0", "labels": {"nvidia.com/device-plugin.config": "default"}},
+              {"name": "lab-node-1", "labels": {"nvidia.com/device-plugin.config": "shared", "kubernetes.io/hostname": "lab-node-1"}}]
+
+
+def variables_of(policy):
+    return {variable["name"]: variable["expression"] for variable in policy["spec"]["variables"]}
+
+
+def test_the_guard_objects_carry_the_snapshot_as_cel_literals():
+    policy, binding = guard_objects(guard_params(LAB, LAB_SLICED), {})
+    assert (policy["apiVersion"], policy["kind"], policy["metadata"]) == (
+        "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", {"name": "gpushare-time-slicing-guard"})
+    variables = variables_of(policy)
+    assert variables["nodes"] == '["lab-node-1"]'
+    assert variables["nodeLabels"] == '{"lab-node-1": {"kubernetes.io/hostname": "lab-node-1", "nvidia.com/device-plugin.config": "shared"}}'
+    assert variables["nodeConfigs"] == '{"lab-node-1": "shared"}'
+    assert variables["nodeResources"] == '{"lab-node-1": ["nvidia.com/gpu"]}'
+    assert variables["names"] == '["nvidia.com/gpu"]'
+    assert variables["configLabel"] == '"nvidia.com/device-plugin.config"'
+    assert variables["ignoredLabels"] == "[''].filter(x, false)"
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    assert policy["spec"]["matchConstraints"]["namespaceSelector"] == {
+        "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}]}
+    assert binding == {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+                       "metadata": {"name": "gpushare-time-slicing-guard"},
+                       "spec": {"policyName": "gpushare-time-slicing-guard", "validationActions": ["Deny"]}}
+
+
+def test_reachable_starts_from_node_name_alone():
+    reachable = variables_of(guard_objects({}, {})[0])["reachable"]
+    assert reachable.startswith("variables.nodes.filter(n,\n  variables.nodeName != '' ? variables.nodeName == n\n  : (")
+
+
+def test_without_sliced_nodes_the_lists_stay_typed_and_settings_shape_the_objects():
+    settings = {"name": "my.guard", "config_label": "example.com/config", "failure_policy": "Ignore", "excluded_namespaces": [],
+                "validation_actions": ["Warn", "Audit"], "namespace_selector": {"matchLabels": {"example.com/guarded": "yes"}}}
+    policy, binding = guard_objects(guard_params(LAB, []), settings)
+    variables = variables_of(policy)
+    assert (variables["nodes"], variables["nodeLabels"], variables["names"]) == ("[''].filter(x, false)", "{}", "[''].filter(x, false)")
+    assert variables["configLabel"] == '"example.com/config"'
+    assert "namespaceSelector" not in policy["spec"]["matchConstraints"]
+    assert policy["spec"]["failurePolicy"] == "Ignore"
+    assert binding["spec"] == {"policyName": "my.guard", "validationActions": ["Warn", "Audit"],
+                               "matchResources": {"namespaceSelector": {"matchLabels": {"example.com/guarded": "yes"}}}}
+
+
+def test_the_manifest_loads_to_exactly_the_objects():
+    params = guard_params(LAB, LAB_SLICED)
+    text = guard_manifest(params, {})
+    assert list(yaml.safe_load_all(text)) == guard_objects(params, {})
+    assert text.startswith("# Refuse Pods asking for more than one slice of a time-sliced GPU at the API")
+    assert "# Time-sliced nodes: lab-node-1.\n" in text
+    assert "    # The sliced nodes this Pod may land on. With nodeName, that node and no other" in text
+
+
+def test_a_hostile_label_stays_a_string_inside_the_policy():
+    """Labels come from the cluster's (or an inventory's) Nodes: whatever they hold, it is data in a CEL literal."""
+    hostile = "x'\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding"
+    nodes = [{"name": "n", "labels": {"nvidia.com/device-plugin.config": "shared", "evil": hostile}}]
+    params = guard_params(LAB, nodes)
+    documents = list(yaml.safe_load_all(guard_manifest(params, {})))
+    assert [document["kind"] for document in documents] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    assert yaml.safe_load(variables_of(documents[0])["nodeLabels"]) == {"n": {"evil": hostile, "nvidia.com/device-plugin.config": "shared"}}
+
+
+@pytest.mark.parametrize("name", [
+    "guard\n---\napiVersion: v1\nkind: Namespace",
+    "guard\n",  # re.match(...$) lets this one pass
+    "Guard", "-guard", "guard-", "guard..x", "guard_x", "", "g" * 254, None, 7,
+])
+def test_a_bad_guard_name_is_refused_with_the_variable_and_the_fix(name):
+    with pytest.raises(ConfigError, match=r"^admission_guard_name: .* is not a DNS-1123 subdomain .*\. Fix: use a name such as "
+                                          r"gpushare-time-slicing-guard$"):
+        guard_objects({}, {"name": name})
+    with pytest.raises(ConfigError, match=r"^admission_guard_name: "):
+        guard_manifest({}, {"name": name})
+
+
+@pytest.mark.parametrize("name", ["gpushare-time-slicing-guard", "a", "guard.example.com", "0-guard", "g" * 253])
+def test_dns_subdomain_names_are_accepted(name):
+    assert guard_settings({"name": name})["name"] == name
+
+
+@pytest.mark.parametrize("settings, match", [
+    ({"validation_actions": ["Deny", "Warn"]}, r"^admission_guard_validation_actions: is \['Deny', 'Warn'\]; the API server needs at least "
+                                               r"one of Deny, Warn and Audit, each once, and refuses Deny together with Warn\. Fix: use \[Deny\]"),
+    ({"validation_actions": []}, r"^admission_guard_validation_actions: is \[\]"),
+    ({"validation_actions": ["Deny", "Deny"]}, r"^admission_guard_validation_actions: is \['Deny', 'Deny'\]"),
+    ({"failure_policy": "fail"}, r"^admission_guard_failure_policy: must be Fail or Ignore, got 'fail'"),
+    ({"config_label": "a b"}, r"^admission_guard_config_label: 'a b' is not a label key"),
+    ({"excluded_namespaces": "kube-system"}, r"^admission_guard_excluded_namespaces: must be a list of namespace names"),
+    ({"excluded_namespaces": ["kube-system\n"]}, r"^admission_guard_excluded_namespaces: must be a list of namespace names"),
+    ({"namespace_selector": {"labels": {}}}, r"^admission_guard_namespace_selector: must be a label selector"),
+    ({"nmae": "x"}, r"^admission_guard_nmae: is not a setting of the admission guard\. Fix: use one of admission_guard_name, "),
+    ("guard", r"^admission_guard_settings: must be a mapping, got str"),
+])
+def test_bad_settings_are_refused_with_the_variable_and_the_fix(settings, match):
+    with pytest.raises(ConfigError, match=match):
+        guard_settings(settings)
+
+
+def test_settings_take_the_role_defaults():
+    assert guard_settings({}) == {"name": "gpushare-time-slicing-guard", "config_label": "nvidia.com/device-plugin.config",
+                                  "failure_policy": "Fail", "excluded_namespaces": ["kube-system"], "validation_actions": ["Deny"],
+                                  "namespace_selector": {}}
