@@ -12,6 +12,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpushare.k8s.plugins.filter.guards import FilterModule
+from ansible_collections.gpushare.k8s.plugins.module_utils import guards as _guards
 
 FILTERS = FilterModule().filters()
 FILTER_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "plugins", "filter")
@@ -100,3 +101,38 @@ def test_a_bad_guard_name_becomes_a_filter_error_naming_the_variable(name):
     with pytest.raises(AnsibleFilterError, match=r"^admission_guard_name: 'guard\\n---\\nkind: ClusterRoleBinding' is not a DNS-1123 "
                                                  r"subdomain .*\. Fix: use a name such as gpushare-time-slicing-guard$"):
         FILTERS[name](*args)
+
+
+PLAYBOOKS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "playbooks")
+
+
+def test_the_lab_and_the_administrator_pass_the_guard_the_lab_default_config():
+    """Both playbooks name the config the ClusterPolicy gives nodes without a label; the lab's is `default`."""
+    assert lab()["gpushare_operator_default_config"] == "default"
+    with open(os.path.join(PLAYBOOKS, "lab.yml"), encoding="utf-8") as handle:
+        [lab_play] = yaml.safe_load(handle)
+    with open(os.path.join(PLAYBOOKS, "rbac.yml"), encoding="utf-8") as handle:
+        [rbac_play] = yaml.safe_load(handle)
+    [rbac_entry] = [role for role in rbac_play["roles"] if role["role"] == "gpushare.k8s.admission_guard"]
+    expected = "{{ gpushare_operator_default_config | default('default') }}"
+    assert lab_play["vars"]["admission_guard_default_config"] == expected
+    assert rbac_entry["admission_guard_default_config"] == expected
+
+
+def test_a_node_without_a_config_label_is_judged_by_the_default_config():
+    """lab-node-2 (MIG) carries no nvidia.com/device-plugin.config label: it runs whatever the default config is."""
+    configs = lab()["gpushare_device_plugin_configs"]
+    nodes = [{"name": "lab-node-0", "labels": {"nvidia.com/device-plugin.config": "default"}},
+             {"name": "lab-node-1", "labels": {"nvidia.com/device-plugin.config": "shared"}},
+             {"name": "lab-node-2", "labels": {"kubernetes.io/hostname": "lab-node-2"}}]
+    pinned = {"spec": {"nodeName": "lab-node-2"}}
+    # The lab's default config gives whole GPUs: lab-node-2 is not time-sliced, 2 GPUs pinned there pass.
+    params = FILTERS["admission_guard_params"](configs, nodes, default_config="default")
+    assert [(node["name"], node["config"]) for node in params["nodes"]] == [("lab-node-1", "shared")]
+    assert _guards.reachable_nodes(pinned, params["nodes"]) == []
+    # Were the default `shared`, the unlabelled node would slice nvidia.com/gpu, and a Pod pinned to it would reach it.
+    params = FILTERS["admission_guard_params"](configs, nodes, default_config="shared")
+    assert [(node["name"], node["config"]) for node in params["nodes"]] == [("lab-node-1", "shared"), ("lab-node-2", "shared")]
+    assert _guards.reachable_nodes(pinned, params["nodes"]) == ["lab-node-2"]
+    # Labelled nodes keep their own config whatever the default.
+    assert "lab-node-0" not in [node["name"] for node in params["nodes"]]
