@@ -7,9 +7,16 @@ namespace it creates (and kube-system, which the policy must leave alone), and r
 all of it afterwards. Names are made unique: the table's node names, its config label and
 its resource name (nvidia.com/gpu becomes nvidia.com/it-<id>, so no other guard on the
 cluster judges these Pods). Every case of the table is sent to the API server, which must
-admit it exactly when module_utils/guards.py says the Pod reaches no time-sliced node
-(tests/unit/plugins/module_utils/test_guards.py runs the same table). Pods that must be
-admitted are created with dryRun=All: they pass every admission step and take no slot.
+admit it exactly when the table says the Pod reaches no time-sliced node (`reaches`, written
+by hand; tests/unit/plugins/module_utils/test_guards.py holds module_utils/guards.py to the
+same table). Pods that must be admitted are created with dryRun=All: they pass every
+admission step and take no slot.
+
+The table's `routes` are the lab's own node layout (lab-node-0 unsliced, lab-node-1
+time-sliced, lab-node-2 MIG on the default config): a second guard instance is installed over
+those nodes, with the lab's default config, and each route (placement by label, hostname,
+nodeName, nodeName with a contradicting selector or affinity, NotIn, matchFields, init and
+sidecar containers) must get the outcome written in the table.
 """
 from __future__ import annotations
 
@@ -24,6 +31,7 @@ from kubernetes.client.rest import ApiException
 from lab_helpers import unique, wait_for
 
 TABLE = yaml.safe_load((Path(__file__).resolve().parents[1] / "admission_guard_cases.yml").read_text(encoding="utf-8"))
+ROUTES = TABLE["routes"]
 GPU = "nvidia.com/gpu"
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
 PLAYBOOK = "tests/integration/playbooks/admission_guard.yml"
@@ -45,6 +53,8 @@ def localise(value, mapping):
     if isinstance(value, str):
         if value.startswith("guard-"):
             return mapping["prefix"] + value[len("guard"):]
+        if value.startswith("lab-node-") and "lab" in mapping:
+            return f"{mapping['lab']}-{value}"
         return mapping.get(value, value)
     return value
 
@@ -65,6 +75,21 @@ def pod(name, gpu, count=2, placement=None, init_count=None, requests=False, res
     if gates:
         spec["schedulingGates"] = [{"name": gate} for gate in gates]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def route_pod(name, gpu, case, mapping):
+    """A route of the table as a Pod: its containers (`init`, `sidecar`: restartPolicy Always) asking for `gpu`."""
+    body = pod(name, gpu, placement=localise(case["placement"], mapping))
+    spec, init = body["spec"], []
+    spec["containers"] = []
+    for container in case.get("containers") or [{"name": "cuda", "gpus": 2}]:
+        entry = {"name": container["name"], "image": "pause:3.10", "resources": {"limits": {gpu: str(container["gpus"])}}}
+        if container.get("sidecar"):
+            entry["restartPolicy"] = "Always"
+        (init if container.get("init") or container.get("sidecar") else spec["containers"]).append(entry)
+    if init:
+        spec["initContainers"] = init
+    return body
 
 
 def create(core_v1, namespace, body, dry_run=True):
@@ -137,6 +162,48 @@ def guard(core_v1, run_playbook, kubeconfig, tmp_path_factory):
                 delete(name)
             except ApiException as exc:
                 assert exc.status == 404, exc
+
+
+@pytest.fixture(scope="module")
+def routes(core_v1, run_playbook, kubeconfig, tmp_path_factory):
+    """A guard over the lab's node layout (the table's `routes`), with the lab's default config, bound to a namespace of its own."""
+    name = unique("gpushare-it-routes")
+    mapping = {"prefix": name, "lab": name, GPU: f"nvidia.com/it-{name[-6:]}", CONFIG_LABEL: f"gpushare-it.k8s/{name[-6:]}-config"}
+    namespace = f"{name}-ns"
+    nodes = localise(ROUTES["nodes"], mapping)
+    role_vars = {
+        "gpushare_kubeconfig": kubeconfig,
+        "admission_guard_name": name,
+        "admission_guard_configs": localise(ROUTES["configs"], mapping),
+        "admission_guard_config_label": mapping[CONFIG_LABEL],
+        "admission_guard_default_config": ROUTES["default_config"],
+        "admission_guard_namespace_selector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        "admission_guard_probe_namespace": namespace,
+        "admission_guard_lab_root": str(tmp_path_factory.mktemp("routes") / "gpushare"),
+        "admission_guard_file": "",
+    }
+    info = {"name": name, "namespace": namespace, "map": mapping, "gpu": mapping[GPU], "label": mapping[CONFIG_LABEL]}
+    core_v1.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    try:
+        for node in nodes:
+            core_v1.create_node({"apiVersion": "v1", "kind": "Node", "metadata": node, "spec": {"taints": [TAINT]}})
+        applied = run_playbook(PLAYBOOK, extra_vars=role_vars)
+        assert applied.returncode == 0, applied.stdout[-4000:] + applied.stderr[-2000:]
+
+        def refused_by_this_policy():
+            answer = create(core_v1, namespace, pod(unique("probe"), info["gpu"]))
+            return answer if answer and f"ValidatingAdmissionPolicy '{name}'" in answer[1] else None
+
+        wait_for(refused_by_this_policy, timeout=60, interval=0.5, what=f"policy {name} to refuse an over-request in {namespace}")
+        yield info
+    finally:
+        removed = run_playbook(PLAYBOOK, extra_vars={**role_vars, "admission_guard_state": "absent"})
+        for delete, target in ((core_v1.delete_namespace, namespace), *((core_v1.delete_node, node["name"]) for node in nodes)):
+            try:
+                delete(target)
+            except ApiException:
+                pass
+        assert removed.returncode == 0, removed.stdout[-4000:]
 
 
 def _policy_exists(kubeconfig, name):
@@ -298,3 +365,21 @@ def test_absent_removes_the_guard_and_its_manifest(guard, run_playbook, kubeconf
     # With the guard gone, what it refused is admitted (once the API server has dropped it).
     wait_for(lambda: create(core_v1, guard["plain"], pod(unique("after"), guard["gpu"])) is None, timeout=60,
              what="an over-request to be admitted after removal")
+
+
+@pytest.mark.parametrize("case", ROUTES["cases"], ids=[case["id"] for case in ROUTES["cases"]])
+def test_every_route_to_the_time_sliced_lab_node_is_refused_and_whole_gpus_elsewhere_admitted(routes, core_v1, case):
+    answer = create(core_v1, routes["namespace"], route_pod(unique("route"), routes["gpu"], case, routes["map"]))
+    if case["outcome"] == "admitted":
+        assert answer is None, f"route {case['id']} was refused: {answer}"
+        return
+    assert case["outcome"] == "refused"
+    assert answer is not None, f"route {case['id']} asks for more than one slice and reaches {case['reaches']}, but was admitted"
+    status, message = answer
+    assert status == 403 and f"ValidatingAdmissionPolicy '{routes['name']}'" in message, message
+    for container in case.get("containers") or [{"name": "cuda", "gpus": 2}]:
+        if container["gpus"] > 1:
+            assert f"container '{container['name']}' asks for {container['gpus']} {routes['gpu']}" in message, message
+    configs = {node["name"]: node["labels"].get(CONFIG_LABEL, ROUTES["default_config"]) for node in ROUTES["nodes"]}
+    reached = ", ".join(f"{localise(node, routes['map'])} ({routes['label']}={configs[node]})" for node in case["reaches"])
+    assert f"{routes['gpu']} is time-sliced with failRequestsGreaterThanOne on nodes this Pod can reach: {reached}." in message, message

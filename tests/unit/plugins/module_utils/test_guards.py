@@ -138,6 +138,61 @@ def case_pod(placement):
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "case"}, "spec": spec}
 
 
+ROUTES = TABLE["routes"]
+LAB_VARS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "inventory", "group_vars", "all", "lab.yml")
+
+
+def route_pod(case):
+    """A route of the table as a Pod (tests/integration/test_admission_guard.py sends the same to the API server)."""
+    pod = case_pod(case["placement"])
+    containers = case.get("containers") or [{"name": "cuda", "gpus": 2}]
+    spec = pod["spec"]
+    spec["containers"], init = [], []
+    for container in containers:
+        entry = {"name": container["name"], "resources": {"limits": {"nvidia.com/gpu": str(container["gpus"])}}}
+        if container.get("sidecar"):
+            entry["restartPolicy"] = "Always"
+        (init if container.get("init") or container.get("sidecar") else spec["containers"]).append(entry)
+    if init:
+        spec["initContainers"] = init
+    return pod
+
+
+def test_the_route_table_is_the_lab_layout():
+    """The routes' nodes and configs are the inventory's (their labels and outcomes are written by hand)."""
+    with open(LAB_VARS, encoding="utf-8") as handle:
+        lab = yaml.safe_load(handle)
+    assert ROUTES["configs"] == lab["gpushare_device_plugin_configs"]
+    assert ROUTES["default_config"] == lab["gpushare_operator_default_config"]
+    assert [(node["name"], node["labels"].get("nvidia.com/device-plugin.config")) for node in ROUTES["nodes"]] == [
+        (node["name"], node.get("config")) for node in lab["gpushare_nodes"]]
+
+
+def test_on_the_lab_layout_only_lab_node_1_is_time_sliced():
+    params = guard_params(ROUTES["configs"], ROUTES["nodes"], default_config=ROUTES["default_config"])
+    assert [(node["name"], node["config"], node["resources"]) for node in params["nodes"]] == [("lab-node-1", "shared", ["nvidia.com/gpu"])]
+
+
+@pytest.mark.parametrize("case", ROUTES["cases"], ids=[case["id"] for case in ROUTES["cases"]])
+def test_route_reaches_exactly_the_listed_sliced_nodes(case):
+    sliced = guard_params(ROUTES["configs"], ROUTES["nodes"], default_config=ROUTES["default_config"])["nodes"]
+    assert reachable_nodes(route_pod(case), sliced) == case["reaches"]
+
+
+def test_node_name_decides_whatever_the_selector_or_affinity_say():
+    """Hand-written: a Pod with nodeName runs on that node's kubelet, which allocates devices before it checks the rest."""
+    nodes = ROUTES["nodes"]
+    contradicting = {"nodeSelector": {"kubernetes.io/hostname": "lab-node-0"}}
+    assert reachable_nodes(case_pod({"nodeName": "lab-node-1", **contradicting}), nodes) == ["lab-node-1"]
+    assert reachable_nodes(case_pod({"nodeName": "lab-node-1", "terms": [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["lab-node-0"]}]}]}), nodes) == ["lab-node-1"]
+    assert reachable_nodes(case_pod({"nodeName": "lab-node-1", "terms": [{}]}), nodes) == ["lab-node-1"]
+    assert reachable_nodes(case_pod({"nodeName": "lab-node-2", "nodeSelector": {"kubernetes.io/hostname": "lab-node-1"}}), nodes) == ["lab-node-2"]
+    assert reachable_nodes(case_pod({"nodeName": "not-a-node", **contradicting}), nodes) == []
+    # Without nodeName the selector decides.
+    assert reachable_nodes(case_pod(contradicting), nodes) == ["lab-node-0"]
+
+
 def test_the_table_slices_two_nodes_and_leaves_the_whole_and_cpu_nodes_out():
     params = guard_params(TABLE["configs"], TABLE["nodes"], ignored_labels=TABLE["ignored_labels"])
     assert [(n["name"], n["config"], n["resources"]) for n in params["nodes"]] == [
