@@ -10,18 +10,23 @@ directory. No Ansible import: pytest calls it.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shlex
 import socket
 import subprocess
 import time
 
-__all__ = ["NO_CLUSTER", "KwokctlError", "cluster_kubeconfig", "components", "ensure", "ports_in_use"]
+__all__ = ["DEFAULT_TIMEOUT", "NO_CLUSTER", "KwokctlError", "check_loopback", "cluster_kubeconfig", "components", "ensure", "ports_in_use"]
 
 # `kwokctl get components` exits 0 with a table for a cluster that exists, 1 with this message for one that does not.
 NO_CLUSTER = "Cluster does not exist"
 # The states kwokctl reports a component in (Unknown, Stopped, Running, Ready): these need `kwokctl start cluster`.
 NOT_STARTED = frozenset(("Stopped", "Unknown"))
+# Seconds one kwokctl command may take (a create or start that waits is given its wait on top).
+DEFAULT_TIMEOUT = 600
+# What a create or start may take beyond the seconds it was told to wait for the components.
+_WAIT_MARGIN = 120
 
 
 class KwokctlError(Exception):
@@ -34,6 +39,27 @@ class KwokctlError(Exception):
 
 class KwokctlMissing(KwokctlError):
     """kwokctl itself is not there."""
+
+
+def check_loopback(address, field="bind_address"):
+    """``address`` if it is a loopback address (127.0.0.0/8, ::1, localhost), else ValueError naming ``field`` and the fix.
+
+    The lab cluster's etcd serves without authentication and its components trust whoever reaches them: bound to any
+    other address, anyone on the network could read and write every object.
+    """
+    text = str(address) if isinstance(address, str) else None
+    loopback = text is not None and text.strip() == text and text.lower() == "localhost"
+    if text is not None and not loopback:
+        try:
+            loopback = ipaddress.ip_address(text).is_loopback
+        except ValueError:
+            loopback = False
+    if not loopback:
+        raise ValueError(
+            "%s: %r is not a loopback address; the lab cluster's etcd serves without authentication and its components "
+            "trust whoever reaches them, so any other address would let anyone who can reach it read and change every "
+            "object. Fix: use 127.0.0.1 (or another address of 127.0.0.0/8, ::1 or localhost)" % (field, address))
+    return text
 
 
 def cluster_kubeconfig(workdir, name):
@@ -52,7 +78,9 @@ def _run(kwokctl, name, args, workdir, timeout=None):
     except PermissionError:
         raise KwokctlError("%s: not executable. Fix: give it mode 0755" % kwokctl) from None
     except subprocess.TimeoutExpired:
-        raise KwokctlError("%s did not finish within %s s" % (command, timeout), cmd=command) from None
+        raise KwokctlError("%s did not finish within %s s and was stopped. Fix: look at what it waits for (kwokctl's logs in %s), "
+                           "or give it longer (timeout)" % (command, timeout, os.path.join(workdir, "clusters", name, "logs")),
+                           cmd=command, timed_out=True) from None
     return proc, command
 
 
@@ -61,9 +89,9 @@ def _failed(command, proc):
                         cmd=command, rc=proc.returncode, stdout=proc.stdout, stderr=proc.stderr)
 
 
-def components(kwokctl, name, workdir):
+def components(kwokctl, name, workdir, timeout=DEFAULT_TIMEOUT):
     """``{component: status}`` of cluster ``name``, or None when there is no cluster of that name."""
-    proc, command = _run(kwokctl, name, ["get", "components", "-o", "wide"], workdir)
+    proc, command = _run(kwokctl, name, ["get", "components", "-o", "wide"], workdir, timeout)
     if proc.returncode != 0:
         if NO_CLUSTER in proc.stderr:
             return None
@@ -106,16 +134,29 @@ def _port_numbers(ports):
     return sorted(numbers)
 
 
-def ensure(kwokctl, name, workdir, state="present", config=None, wait=None, host="127.0.0.1", ports=None, check_mode=False):
+def _timeout(value):
+    if value is None:
+        return DEFAULT_TIMEOUT
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise KwokctlError("timeout: %r is not a number of seconds. Fix: give a whole number of 1 or more, e.g. %d" % (value, DEFAULT_TIMEOUT))
+    return value
+
+
+def ensure(kwokctl, name, workdir, state="present", config=None, wait=None, host="127.0.0.1", ports=None, check_mode=False,
+           timeout=None):
     """Bring cluster ``name`` to ``state``; the result: changed, exists (before), components (before), and what was run.
 
     present: create the cluster from ``config`` (after checking that nothing listens on ``ports`` at ``host``), or start
     its stopped components. absent: delete it, with its state and kubeconfig. In check mode, only look.
-    Raises KwokctlError (details in ``details``) when kwokctl fails or a port is taken; nothing is created then.
+    Each kwokctl command may take ``timeout`` seconds (default DEFAULT_TIMEOUT; a create or start that waits ``wait``
+    seconds at least ``wait`` plus two minutes) before it is stopped.
+    Raises KwokctlError (details in ``details``) when kwokctl fails, takes too long or a port is taken; nothing is
+    created then.
     """
     numbers = _port_numbers(ports or {})  # bad input fails before kwokctl runs
+    timeout = _timeout(timeout)
     try:
-        before = components(kwokctl, name, workdir)
+        before = components(kwokctl, name, workdir, timeout)
     except KwokctlMissing:
         if state != "absent":
             raise
@@ -143,7 +184,8 @@ def ensure(kwokctl, name, workdir, state="present", config=None, wait=None, host
     result["changed"] = True
     if check_mode:
         return result
-    proc, result["cmd"] = _run(kwokctl, name, args, workdir)
+    limit = timeout if state == "absent" else max(timeout, (wait or 0) + _WAIT_MARGIN)
+    proc, result["cmd"] = _run(kwokctl, name, args, workdir, limit)
     if proc.returncode != 0:
         raise _failed(result["cmd"], proc)
     result[outcome] = True

@@ -17,6 +17,7 @@ description:
   - What M(ansible.builtin.command) and an M(ansible.builtin.assert) on its result do together, in one task. The lab
     self-tests its installed C(bin/check-request.sh) with it. Runs in the controller when the task's connection is local
     (a fork and the program, instead of a module process), and as a module on any other connection.
+  - The program runs in a process group of its own, with no standard input.
   - A check program changes nothing, so the task never reports a change. It is skipped in check mode (the program
     may not be installed yet).
 extends_documentation_fragment:
@@ -40,8 +41,11 @@ options:
     description: What the program must print on standard output (without its last newline); not checked when unset.
     type: str
   timeout:
-    description: Seconds the program may run; unset waits for it.
+    description:
+      - Seconds the program may run. Then it is stopped, with every process it started in its process group, and the
+        task fails naming the command and showing what it printed until then.
     type: int
+    default: 120
 seealso:
   - module: ansible.builtin.command
 """
@@ -74,7 +78,7 @@ cmd:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.command_check import run_check
+from ansible_collections.gpushare.k8s.plugins.module_utils.command_check import DEFAULT_TIMEOUT, run_check
 
 
 def main(module_class=AnsibleModule):
@@ -83,7 +87,7 @@ def main(module_class=AnsibleModule):
             argv=dict(type="list", elements="str", required=True),
             expect_rc=dict(type="int", default=0),
             expect_stdout=dict(type="str"),
-            timeout=dict(type="int"),
+            timeout=dict(type="int", default=DEFAULT_TIMEOUT),
         ),
         supports_check_mode=False,
     )

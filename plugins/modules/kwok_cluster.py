@@ -67,6 +67,12 @@ options:
     description: The ports a new cluster will listen on (any names as keys); none may be in use before it is created.
     type: dict
     default: {}
+  timeout:
+    description:
+      - Seconds each kwokctl command may take. Then it is stopped and the task fails naming the command. A create or
+        start is given at least O(wait) plus 120 seconds.
+    type: int
+    default: 600
 seealso:
   - module: gpushare.k8s.api_server_check
   - name: kwokctl
@@ -117,9 +123,13 @@ kubeconfig:
   returned: always
   type: str
 cmd:
-  description: The kwokctl command that changed the cluster.
+  description: The kwokctl command that changed the cluster, or that was stopped when it took longer than O(timeout).
   returned: when one ran
   type: str
+timed_out:
+  description: Whether a kwokctl command was stopped because it took longer than O(timeout) (the task failed).
+  returned: when one was stopped
+  type: bool
 ports_in_use:
   description: The ports of O(ports) something listens on (the task failed, nothing was created).
   returned: when a port is in use
@@ -129,7 +139,7 @@ ports_in_use:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.kwok_cluster import KwokctlError, ensure
+from ansible_collections.gpushare.k8s.plugins.module_utils.kwok_cluster import DEFAULT_TIMEOUT, KwokctlError, ensure
 
 
 def main(module_class=AnsibleModule):
@@ -143,13 +153,15 @@ def main(module_class=AnsibleModule):
             wait=dict(type="int"),
             host=dict(type="str", default="127.0.0.1"),
             ports=dict(type="dict", default={}),
+            timeout=dict(type="int", default=DEFAULT_TIMEOUT),
         ),
         supports_check_mode=True,
     )
     params = module.params
     try:
         result = ensure(params["kwokctl"], params["name"], params["workdir"], state=params["state"], config=params["config"],
-                        wait=params["wait"], host=params["host"], ports=params["ports"], check_mode=module.check_mode)
+                        wait=params["wait"], host=params["host"], ports=params["ports"], check_mode=module.check_mode,
+                        timeout=params["timeout"])
     except KwokctlError as exc:
         module.fail_json(msg=str(exc), changed=False, **exc.details)
     module.exit_json(**result)

@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
+import inspect
 import os
+import time
 
 from ansible_collections.gpushare.k8s.plugins.module_utils.command_check import run_check
 
@@ -42,3 +44,29 @@ def test_a_missing_or_non_executable_program_is_named_with_the_fix(tmp_path):
     blocked = run_check([script(tmp_path, 'echo OK\n', mode=0o644)])
     assert blocked["failed"] and "not executable; give it mode 0755" in blocked["msg"]
     assert run_check([])["msg"].startswith("argv: empty")
+
+
+def test_a_program_that_runs_too_long_is_stopped_with_what_it_started_and_the_command_named(tmp_path):
+    marker = tmp_path / "left-running"
+    path = script(tmp_path, 'echo started\n(sleep 3; touch %s) &\nsleep 30\n' % marker)
+    started = time.monotonic()
+    result = run_check([path, "pod.yaml"], 0, "OK", timeout=1)
+    assert time.monotonic() - started < 10
+    assert result == {"failed": True, "rc": None, "stdout": "started", "stderr": "", "cmd": "%s pod.yaml" % path,
+                      "msg": "%s pod.yaml did not finish within 1 s and was stopped; find out what it waits for (run it by hand), "
+                             "or give it longer with timeout" % path}
+    time.sleep(4)
+    assert not marker.exists(), "a process the program started outlived the timeout"
+
+
+def test_the_timeout_is_two_minutes_unless_given_and_must_be_positive(tmp_path):
+    assert inspect.signature(run_check).parameters["timeout"].default == 120
+    path = script(tmp_path, 'echo OK\n')
+    assert run_check([path], 0, "OK", timeout=None)["failed"] is False  # None: no limit
+    assert run_check([path], 0, "OK", timeout=0) == {
+        "failed": True, "msg": "timeout: 0 is not a number of seconds; give a positive number, e.g. 120"}
+
+
+def test_the_program_reads_no_standard_input(tmp_path):
+    result = run_check([script(tmp_path, 'cat\necho done\n')], 0, "done", timeout=10)
+    assert result["failed"] is False, result

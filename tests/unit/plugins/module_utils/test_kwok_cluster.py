@@ -10,11 +10,15 @@ A stand-in kwokctl (a shell script) logs its arguments and answers as kwokctl 0.
 from __future__ import annotations
 
 import os
+import re
 import socket
+import subprocess
+import time
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.kwok_cluster import KwokctlError, ensure, ports_in_use
+from ansible_collections.gpushare.k8s.plugins.module_utils import kwok_cluster
+from ansible_collections.gpushare.k8s.plugins.module_utils.kwok_cluster import KwokctlError, check_loopback, ensure, ports_in_use
 
 TABLE = "NAME                      STATUS\netcd                      Ready\nkube-apiserver            %s\n"
 MISSING = '{"level":"WARN","msg":"Cluster does not exist","cluster":"lab"}'
@@ -124,3 +128,79 @@ def test_creating_needs_a_config(tmp_path):
     program, _log = kwokctl(tmp_path, exists=False)
     with pytest.raises(KwokctlError, match="config: required to create cluster lab"):
         ensure(program, "lab", "/w")
+
+
+# --------------------------------------------------------------------------- timeouts
+
+
+def hanging_kwokctl(tmp_path, hang_on):
+    """A kwokctl that logs its arguments, answers `get components` with a running cluster, and sleeps on ``hang_on``."""
+    path = tmp_path / "kwokctl"
+    log = tmp_path / "calls"
+    path.write_text('#!/bin/sh\necho "$*" >> %s\ncase "$*" in *"%s"*) exec sleep 30;; *"get components"*) printf \'%s\';; esac\n'
+                    % (log, hang_on, TABLE % "Stopped"))
+    os.chmod(path, 0o755)
+    return str(path), log
+
+
+def test_a_kwokctl_that_hangs_is_stopped_after_the_timeout_and_the_error_names_the_command(tmp_path):
+    program, log = hanging_kwokctl(tmp_path, "get components")
+    started = time.monotonic()
+    with pytest.raises(KwokctlError) as caught:
+        ensure(program, "lab", "/w", state="absent", timeout=1)
+    assert time.monotonic() - started < 10
+    assert str(caught.value) == (
+        "%s --name lab get components -o wide did not finish within 1 s and was stopped. Fix: look at what it waits for "
+        "(kwokctl's logs in /w/clusters/lab/logs), or give it longer (timeout)" % program)
+    assert caught.value.details == {"cmd": "%s --name lab get components -o wide" % program, "timed_out": True}
+
+
+def test_a_start_that_hangs_is_given_its_wait_plus_two_minutes_then_stopped(tmp_path, monkeypatch):
+    program, _log = hanging_kwokctl(tmp_path, "start cluster")
+    limits = []
+    real_run = kwok_cluster._run
+
+    def run(kwokctl, name, args, workdir, timeout=None):
+        limits.append((args[0], timeout))
+        return real_run(kwokctl, name, args, workdir, 1 if args[0] == "start" else timeout)
+
+    monkeypatch.setattr(kwok_cluster, "_run", run)
+    with pytest.raises(KwokctlError, match=r"--name lab start cluster --wait 300s did not finish within 1 s and was stopped"):
+        ensure(program, "lab", "/w", wait=300, timeout=60)
+    assert limits == [("get", 60), ("start", 420)]
+
+
+def test_the_default_timeout_is_ten_minutes(tmp_path, monkeypatch):
+    limits = []
+    monkeypatch.setattr(kwok_cluster, "_run", lambda kwokctl, name, args, workdir, timeout=None: limits.append(timeout) or (
+        subprocess.CompletedProcess(args, 1, "", MISSING), "kwokctl"))
+    ensure("kwokctl", "lab", "/w", state="absent")
+    assert limits == [600]
+
+
+@pytest.mark.parametrize("timeout", [0, -5, "10", True])
+def test_a_timeout_that_is_not_a_positive_number_fails_before_kwokctl_runs(tmp_path, timeout):
+    program, log = kwokctl(tmp_path)
+    with pytest.raises(KwokctlError, match="timeout: %s is not a number of seconds. Fix: give a whole number of 1 or more, e.g. 600"
+                       % re.escape(repr(timeout))):
+        ensure(program, "lab", "/w", timeout=timeout)
+    assert calls(log) == []
+
+
+# --------------------------------------------------------------------------- the bind address
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "127.0.0.2", "127.255.255.254", "::1", "localhost", "LOCALHOST"])
+def test_loopback_addresses_are_accepted(address):
+    assert check_loopback(address, "lab_cluster_bind_address") == address
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0", "10.0.0.1", "192.168.1.20", "::", "128.0.0.1", "", "127.0.0.1\n", " 127.0.0.1",
+                                     "localhost.example.com", "127.1", None, 2130706433])
+def test_any_other_address_is_refused_naming_the_field_and_the_fix(address):
+    with pytest.raises(ValueError) as caught:
+        check_loopback(address, "lab_cluster_bind_address")
+    assert str(caught.value) == (
+        "lab_cluster_bind_address: %r is not a loopback address; the lab cluster's etcd serves without authentication and its "
+        "components trust whoever reaches them, so any other address would let anyone who can reach it read and change every "
+        "object. Fix: use 127.0.0.1 (or another address of 127.0.0.0/8, ::1 or localhost)" % (address,))
