@@ -16,30 +16,44 @@ from __future__ import annotations
 import re
 
 try:
+    import yaml
+except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
+    yaml = None
+
+try:
     from . import device_plugin as _dp
     from . import gpu_features as _features
     from . import gpu_operator as _operator
     from . import mig as _mig
+    from .errors import InputError
     from .guards import CONFIG_LABEL
 except ImportError:  # loaded as plain modules, side by side
     import device_plugin as _dp  # type: ignore[no-redef]
     import gpu_features as _features  # type: ignore[no-redef]
     import gpu_operator as _operator  # type: ignore[no-redef]
     import mig as _mig  # type: ignore[no-redef]
+    from errors import InputError  # type: ignore[no-redef]
     from guards import CONFIG_LABEL  # type: ignore[no-redef]
 
 
 __all__ = [
     "CONFIG_LABEL",
     "MIG_STRATEGY_LABEL",
+    "InputError",
     "check_config_name",
+    "check_name",
     "config",
+    "configmap_object",
     "gpu_inventory",
+    "lab_name_errors",
+    "manifest_text",
     "mig_spec",
+    "namespace_changes",
     "node_gpu_resources",
     "nodes_advertising",
     "place",
     "pod_objects",
+    "quota_object",
     "render_configs",
 ]
 
@@ -48,7 +62,46 @@ MIG_STRATEGY_LABEL = _features.MIG_STRATEGY_LABEL
 PRODUCT_LABEL = _features.GPU + "product"
 
 # A config name is both a ConfigMap key and the value of the node label nvidia.com/device-plugin.config.
-_CONFIG_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_CONFIG_NAME_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+# What Kubernetes requires of the names the lab writes, checked before anything is written or sent. fullmatch, never
+# match with "$": "$" also matches before a trailing newline, so "gpu-share\n" would pass.
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_LABEL_RE = re.compile(_DNS_LABEL)
+_DNS_SUBDOMAIN_RE = re.compile(r"%s(\.%s)*" % (_DNS_LABEL, _DNS_LABEL))
+_CONFIGMAP_KEY_RE = re.compile(r"[-._a-zA-Z0-9]+")
+RESERVED_NAMESPACES = ("default",)
+RESERVED_NAMESPACE_PREFIX = "kube-"
+POD_SECURITY_PREFIX = "pod-security.kubernetes.io/"
+POD_SECURITY_MODES = ("enforce", "audit", "warn")
+POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
+# kind: (what it must be, the longest it may be, the regex)
+_NAME_KINDS = {
+    "namespace": ("a DNS-1123 label (at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit)",
+                  63, _DNS_LABEL_RE),
+    "name": ("a DNS-1123 subdomain (at most 253 lower-case letters, digits, '-' and '.', each dot-separated part starting and "
+             "ending with a letter or digit)", 253, _DNS_SUBDOMAIN_RE),
+    # the lab names each Pod's one container after the Pod, and a container name is a DNS-1123 label
+    "pod": ("a DNS-1123 label (at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit; "
+            "the Pod's container is named after it)", 63, _DNS_LABEL_RE),
+}
+_EXAMPLES = {"namespace": "gpu-share", "name": "device-plugin-configs", "pod": "notebook"}
+# The lab's inventory fields that hold names: (field, kind, where the name is: the value, or each entry's name, or the
+# mapping's name, example).
+_LAB_NAMES = (
+    ("gpushare_namespace", "namespace", "value", "gpu-share"),
+    ("gpushare_team_namespace", "namespace", "value", "team-a"),
+    ("gpushare_device_plugin_namespace", "namespace", "value", "gpu-share"),
+    ("gpushare_device_plugin_configmap", "name", "value", "device-plugin-configs"),
+    ("gpushare_team_quota", "name", "mapping", "gpu-quota"),
+    ("gpushare_team_pods", "pod", "each", "team-a-job-1"),
+    ("gpushare_team_over_pod", "pod", "value", "team-over"),
+    ("gpushare_split_pods", "pod", "each", "mig-job"),
+    ("gpushare_placement", "pod", "each", "notebook"),
+    ("gpushare_nodes", "name", "each", "lab-node-0"),
+    ("gpushare_operator_namespace", "namespace", "value", "gpu-operator"),
+    ("gpushare_operator_cluster_policy", "name", "value", "cluster-policy"),
+    ("gpushare_operator_mig_parted_configmap", "name", "value", "gpushare-mig-parted-config"),
+)
 _NODE_KEYS = ("name", "gpus", "config", "mig", "product")
 _MIG_KEYS = ("product", "profile", "gpus", "count")
 _POD_KEYS = {"name", "resource", "count", "node_selector", "labels"}
@@ -67,7 +120,7 @@ def config(value, name=None):
 
 def check_config_name(name):
     """``name`` as a config name (a ConfigMap key and a label value), or ConfigError."""
-    if not isinstance(name, str) or len(name) > 63 or not _CONFIG_NAME_RE.match(name):
+    if not isinstance(name, str) or len(name) > 63 or not _CONFIG_NAME_RE.fullmatch(name):
         raise _dp.ConfigError(
             "configs[%r]" % (name,),
             "a config name must be a valid ConfigMap key and label value (1-63 letters, digits, '-', '_' or '.', starting and ending "
@@ -75,6 +128,139 @@ def check_config_name(name):
             "rename the config, e.g. shared or time-sliced-4",
         )
     return str(name)
+
+
+def _shown(value, limit=60):
+    """``value`` as a short, single-line repr for an error message (an injected manifest is not echoed whole)."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return text[:limit] + "..." + (text[-1] if isinstance(value, str) else "")  # a string's closing quote
+
+
+def check_name(value, kind, field, example=None):
+    """``value`` as a name of ``kind`` (namespace, name or pod), or ``InputError`` naming ``field`` and the fix.
+
+    A namespace is a DNS-1123 label and never ``default`` nor ``kube-*`` (they belong to the cluster: the lab labels its
+    namespaces and runs Pods and a quota there); an object name a DNS-1123 subdomain; a lab Pod's name a DNS-1123
+    label (its container is named after it). A whole number is a name as its text.
+    """
+    if kind not in _NAME_KINDS:
+        raise ValueError("check_name: kind must be one of %s, got %r" % (", ".join(sorted(_NAME_KINDS)), kind))
+    example = example or _EXAMPLES[kind]
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    what, longest, pattern = _NAME_KINDS[kind]
+    if not isinstance(value, str) or len(value) > longest or not pattern.fullmatch(value):
+        raise InputError(field, "%s is not %s" % (_shown(value), what), "use a name such as %s" % example)
+    if kind == "namespace" and (value in RESERVED_NAMESPACES or value.startswith(RESERVED_NAMESPACE_PREFIX)):
+        raise InputError(
+            field,
+            "namespace %r belongs to the cluster (default and kube-* hold what every user and the control plane rely on; the "
+            "lab sets its namespaces' Pod Security labels and runs its Pods and quota there)" % value,
+            "use a namespace of the lab's own, such as %s" % example,
+        )
+    return str(value)
+
+
+def check_names(values, kind, field, example=None):
+    """``values`` (one name, or a list of names: ``field[i]``) checked by :func:`check_name`; returned as they are."""
+    if isinstance(values, (list, tuple)):
+        for index, value in enumerate(values):
+            check_name(value, kind, "%s[%d]" % (field, index), example)
+    else:
+        check_name(values, kind, field, example)
+    return values
+
+
+def lab_name_errors(settings):
+    """One message per name of the lab's inventory fields (``{gpushare_<field>: value}``) Kubernetes would refuse.
+
+    Fields not given are not checked; entries of the Pod and node lists without a ``name`` are left to the checks
+    that require one. The team's namespace must not be the lab's own: the team's quota would limit the lab's Pods.
+    """
+    if not isinstance(settings, dict):
+        raise ValueError("lab_name_errors: expected a mapping of the lab's fields, got %s" % type(settings).__name__)
+    known = {field for field, _kind, _where, _example in _LAB_NAMES}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise ValueError("lab_name_errors: %s is not a field holding a name; use %s" % (unknown[0], ", ".join(sorted(known))))
+    errors = []
+
+    def check(value, kind, field, example):
+        try:
+            check_name(value, kind, field, example)
+        except InputError as exc:
+            errors.append(str(exc) + ".")
+
+    for field, kind, where, example in _LAB_NAMES:
+        if field not in settings:
+            continue
+        value = settings[field]
+        if where == "value":
+            check(value, kind, field, example)
+        elif where == "mapping":
+            if isinstance(value, dict) and "name" in value:
+                check(value["name"], kind, field + ".name", example)
+        elif isinstance(value, (list, tuple)):
+            for index, entry in enumerate(value):
+                if isinstance(entry, dict) and "name" in entry:
+                    check(entry["name"], kind, "%s[%d].name" % (field, index), example)
+    lab, team = settings.get("gpushare_namespace"), settings.get("gpushare_team_namespace")
+    if isinstance(lab, str) and lab == team and not errors:
+        errors.append(str(InputError(
+            "gpushare_team_namespace",
+            "%r is also the lab's own namespace (gpushare_namespace): the team's quota would count, and refuse, the lab's "
+            "Pods of steps 4 and 8, and the team's Pods would run beside them" % team,
+            "give the team a namespace of its own, such as team-a (or move the lab's, gpushare_namespace)",
+        )) + ".")
+    return errors
+
+
+def pod_security_labels(levels):
+    """``{pod-security.kubernetes.io/<mode>: <level>}`` of ``{mode: level}`` (modes enforce, audit, warn), checked."""
+    if levels is None:
+        return {}
+    if not isinstance(levels, dict):
+        raise InputError("pod_security", "must be a mapping of mode to level, got %s" % _shown(levels),
+                         "write e.g. {enforce: baseline, warn: restricted, audit: restricted}, or {} to leave the labels alone")
+    labels = {}
+    for mode in sorted(levels, key=str):
+        level = levels[mode]
+        if mode not in POD_SECURITY_MODES:
+            raise InputError("pod_security.%s" % mode, "is not a Pod Security mode", "use %s" % ", ".join(POD_SECURITY_MODES))
+        if level not in POD_SECURITY_LEVELS:
+            raise InputError("pod_security.%s" % mode, "%s is not a Pod Security level" % _shown(level),
+                             "use %s" % ", ".join(POD_SECURITY_LEVELS))
+        labels[POD_SECURITY_PREFIX + str(mode)] = str(level)
+    return labels
+
+
+def namespace_changes(current, labels=None, pod_security=None):
+    """The writes that give each namespace ``labels`` and its Pod Security labels, keeping every other label it has.
+
+    ``current`` is ``objects_info``'s ``results`` for ``names`` (one entry per namespace: ``item.name``, ``resources``).
+    Returns ``[{name, exists, labels, pod_security_only}]`` for the namespaces to create (with all the labels) or to
+    patch (with only the labels that are missing or differ); ``pod_security_only`` says the patch sets Pod Security
+    labels only. A label of ``labels`` wins over the Pod Security label of the same key.
+    """
+    if labels is not None and not isinstance(labels, dict):
+        raise InputError("labels", "must be a mapping of label to value, got %s" % _shown(labels), "write e.g. {team: a}")
+    security = pod_security_labels(pod_security)
+    wanted = dict(security, **_dp.plain(labels or {}))
+    changes = []
+    for index, result in enumerate(current or []):
+        name = check_name((result.get("item") or {}).get("name"), "namespace", "namespaces[%d]" % index)
+        found = result.get("resources") or []
+        if not found:
+            changes.append({"name": name, "exists": False, "labels": dict(wanted), "pod_security_only": False})
+            continue
+        have = (found[0].get("metadata") or {}).get("labels") or {}
+        patch = {key: value for key, value in wanted.items() if have.get(key) != value}
+        if patch:
+            only = all(key in security and (labels or {}).get(key) is None for key in patch)
+            changes.append({"name": name, "exists": True, "labels": patch, "pod_security_only": only})
+    return changes
 
 
 def render_configs(configs):
@@ -258,9 +444,9 @@ def pod_objects(pods, image, namespace=None, labels=None):
         count = pod.get("count", 1)
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             raise ValueError(f"{where}.count: {count!r} is not a positive integer; extended resources are whole units, e.g. 1")
-        metadata = {"name": str(pod["name"])}
+        metadata = {"name": check_name(pod["name"], "pod", where + ".name")}
         if namespace:
-            metadata["namespace"] = str(namespace)
+            metadata["namespace"] = check_name(namespace, "namespace", "gpu_pods namespace")
         merged_labels = dict(labels or {}, **(pod.get("labels") or {}))
         if merged_labels:
             metadata["labels"] = {str(k): str(v) for k, v in sorted(merged_labels.items())}
@@ -268,10 +454,86 @@ def pod_objects(pods, image, namespace=None, labels=None):
         if pod.get("node_selector"):
             spec["nodeSelector"] = {str(k): str(v) for k, v in sorted(pod["node_selector"].items())}
         spec["containers"] = [{
-            "name": str(pod["name"]),
+            "name": metadata["name"],
             "image": str(image),
             # Extended resources go in limits; requests default to the same value.
             "resources": {"limits": {str(pod["resource"]): count}},
         }]
         docs.append({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec})
     return docs
+
+
+def configmap_object(data, name, namespace, fields=("name", "namespace")):
+    """A ConfigMap ``name`` in ``namespace`` holding ``data`` (key -> text, keys sorted), every name checked first.
+
+    ``fields`` names the two settings the name and the namespace come from, for the error messages.
+    """
+    name = check_name(name, "name", fields[0], "device-plugin-configs")
+    namespace = check_name(namespace, "namespace", fields[1])
+    if not isinstance(data, dict):
+        raise InputError("data", "must be a mapping of key to text, got %s" % _shown(data), "give e.g. {default: 'version: v1'}")
+    checked = {}
+    for key in sorted(data, key=str):
+        if not isinstance(key, str) or len(key) > 253 or not _CONFIGMAP_KEY_RE.fullmatch(key):
+            raise InputError("data[%s]" % _shown(key), "a ConfigMap key is at most 253 letters, digits, '-', '_' or '.'",
+                             "rename the key, e.g. shared")
+        if not isinstance(data[key], str):
+            raise InputError("data.%s" % key, "must be text, got %s" % _shown(data[key]), "render the value as text first")
+        checked[str(key)] = str(data[key])
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}, "data": checked}
+
+
+def quota_object(resources, units, name, namespace, fields=("name", "namespace", "units")):
+    """A ResourceQuota ``name`` in ``namespace`` limiting ``requests.<resource>`` to ``units`` for each of ``resources``.
+
+    Extended resources are quota'd only as ``requests.<name>``; the names come sorted. ``fields`` names the settings
+    the name, the namespace and the units come from, for the error messages.
+    """
+    name = check_name(name, "name", fields[0], "gpu-quota")
+    namespace = check_name(namespace, "namespace", fields[1], "team-a")
+    if isinstance(units, str) and units.isdigit() and units.isascii():
+        units = int(units)
+    if not _is_int(units) or units < 0:
+        raise InputError(fields[2], "%s is not a whole number of 0 or more" % _shown(units), "give the GPU units the team may request, e.g. 2")
+    if isinstance(resources, (str, bytes)) or not isinstance(resources, (list, tuple)) or not resources:
+        raise InputError("resources", "must be a non-empty list of resource names, got %s" % _shown(resources), "give e.g. [nvidia.com/gpu]")
+    for index, resource in enumerate(resources):
+        if not isinstance(resource, str) or not resource or any(char.isspace() for char in resource):
+            raise InputError("resources[%d]" % index, "%s is not a resource name" % _shown(resource), "give e.g. nvidia.com/gpu")
+    hard = {"requests." + str(resource): str(units) for resource in sorted(set(resources))}
+    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name, "namespace": namespace}, "spec": {"hard": hard}}
+
+
+if yaml is not None:
+    class _ManifestDumper(yaml.SafeDumper):  # pylint: disable=too-many-ancestors
+        """Block style with sequences indented under their key; multi-line text as a literal block (``|-``), text YAML
+        would read as another type (``"2"``) in double quotes."""
+
+        def increase_indent(self, flow=False, indentless=False):
+            return super().increase_indent(flow, False)
+
+    def _represent_text(dumper, data):
+        if "\n" in data:
+            style = "|"
+        elif dumper.resolve(yaml.ScalarNode, data, (True, False)) != "tag:yaml.org,2002:str":
+            style = '"'
+        else:
+            style = None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+    _ManifestDumper.add_representer(str, _represent_text)
+
+
+def manifest_text(objects):
+    """An object, or a list of objects, as the YAML file the lab writes and applies (``---`` between documents).
+
+    Built from data, so no value can end a document or start another: a value that holds a line break is a literal
+    block (or, where YAML cannot hold it as one, a quoted string).
+    """
+    if yaml is None:
+        raise ValueError("manifest_text: the Python library PyYAML is missing. Fix: install it (pip install PyYAML)")
+    documents = objects if isinstance(objects, (list, tuple)) else [objects]
+    if not documents or not all(isinstance(doc, dict) for doc in documents):
+        raise ValueError("manifest_text: expected an object (a mapping) or a non-empty list of objects")
+    return yaml.dump_all([_dp.plain(doc) for doc in documents], Dumper=_ManifestDumper, default_flow_style=False,
+                         sort_keys=False, allow_unicode=True, width=4096, explicit_start=len(documents) > 1)
