@@ -9,7 +9,9 @@
   call (``UnexpectedAdmissionError``), after scheduling, and the failed Pod stays around.
   :func:`time_sliced_resources` tells which configs slice which names;
   :func:`sliced_nodes` which nodes slice them, with the labels a Pod could select them by;
-  :func:`guard_params` is what the admission policy (role ``admission_guard``) is built from.
+  :func:`guard_params` is what the admission policy (role ``admission_guard``) is built from;
+  :func:`guard_objects` builds the policy and its binding from it as data (settings checked first by
+  :func:`guard_settings`), :func:`guard_manifest` serialises them once for the file the lab keeps.
   :func:`reachable_nodes` evaluates a Pod's placement against those nodes: its ``nodeName`` alone when it
   has one (the kubelet runs it there, whatever its selector says), else its node selector and required node
   affinity, the way the scheduler does; the policy's CEL mirrors it.
@@ -609,7 +611,7 @@ def guard_objects(params, settings=None):
             "matchConstraints": constraints,
             "matchConditions": [{"name": "create-or-placement-change", "expression": _MATCH_CONDITION}],
             "variables": [{"name": name, "expression": literals[name] if expression is None else expression}
-                          for name, _comment, expression in _VARIABLES],
+                          for name, _note, expression in _VARIABLES],
             "validations": [{"expression": "size(variables.offenders) == 0", "reason": "Forbidden", "message": _MESSAGE,
                              "messageExpression": _MESSAGE_EXPRESSION}],
         },
