@@ -198,13 +198,13 @@ def split_resource_name(value, path, what="name"):
         raise ConfigError(path, "must be a resource name string, got %s" % _show(value), "write a resource name such as %s" % example)
     full = str(value) if "/" in value else "%s/%s" % (DEFAULT_PREFIX, value)
     prefix, _sep, part = full.partition("/")
-    if not _DNS_SUBDOMAIN_RE.match(prefix) or len(prefix) > 253:
+    if not _DNS_SUBDOMAIN_RE.fullmatch(prefix) or len(prefix) > 253:
         raise ConfigError(
             path,
             "%r is not a valid extended resource name: prefix %r is not a DNS-1123 subdomain" % (full, prefix),
             "use a lowercase domain prefix such as %s" % example,
         )
-    if len(part) > 63 or not _NAME_PART_RE.match(part):
+    if len(part) > 63 or not _NAME_PART_RE.fullmatch(part):
         raise ConfigError(
             path,
             "%r is not a valid extended resource name: %r must be 1-63 characters of letters, digits, '-', '_' or '.', "
@@ -218,7 +218,7 @@ def split_resource_name(value, path, what="name"):
             % (full, DEFAULT_PREFIX, DEFAULT_PREFIX, full),
             "use a name under %s/, e.g. %s" % (DEFAULT_PREFIX, example),
         )
-    if not _UPSTREAM_NAME_PART_RE.match(part):
+    if not _UPSTREAM_NAME_PART_RE.fullmatch(part):
         raise ConfigError(
             path,
             "%r is rejected by the device plugin: the part after %s/ must be lowercase letters, digits, '-' and '.'" % (full, DEFAULT_PREFIX),

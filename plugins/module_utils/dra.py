@@ -154,7 +154,7 @@ def normalize_nodes(nodes, default_product=None, where="nodes"):
         if not isinstance(node, dict):
             raise DraError(here, "must be a mapping, got %s" % type(node).__name__, "write e.g. {name: dra-node-0, gpus: 2}")
         name = node.get("name")
-        if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN_RE.match(name):
+        if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN_RE.fullmatch(name):
             raise DraError(_path(here, "name"), "%r is not a node name" % (name,), "use the kwok node's name, a DNS subdomain such as dra-node-0")
         here = name
         unknown = sorted(str(key) for key in node if key not in _NODE_KEYS)
@@ -192,7 +192,7 @@ def normalize_nodes(nodes, default_product=None, where="nodes"):
 
 
 def check_driver(driver):
-    if not isinstance(driver, str) or len(driver) > 63 or not _DNS_SUBDOMAIN_RE.match(driver):
+    if not isinstance(driver, str) or len(driver) > 63 or not _DNS_SUBDOMAIN_RE.fullmatch(driver):
         raise DraError("driver", "%r is not a DRA driver name" % (driver,), "use a DNS subdomain of at most 63 characters, e.g. gpu.nvidia.com")
     return driver
 

@@ -104,7 +104,7 @@ def gpu_memory_mib(product, where="product"):
 
 
 def _label_value(value, where):
-    if len(value) > 63 or not _LABEL_VALUE_RE.match(value):
+    if len(value) > 63 or not _LABEL_VALUE_RE.fullmatch(value):
         raise FeatureError(
             where,
             "%r is not a valid label value (at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)" % value,
@@ -253,7 +253,7 @@ def prunable_labels():
 
 def is_managed_label(key):
     """Whether ``key`` is one of the GFD labels this model sets (and so may remove when stale)."""
-    return key in MANAGED_LABELS or bool(_MIG_LABEL_RE.match(key))
+    return key in MANAGED_LABELS or bool(_MIG_LABEL_RE.fullmatch(key))
 
 
 def label_patch(desired, current=None):

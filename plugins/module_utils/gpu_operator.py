@@ -322,7 +322,7 @@ def cluster_policy_patch(device_plugin_configmap, default_config, strategy, mig_
         ("gpushare_operator_mig_parted_configmap", mig_parted_configmap),
         ("gpushare_operator_default_layout", default_layout),
     ):
-        if not isinstance(value, str) or not _LABEL_VALUE_RE.match(value) or len(value) > 63:
+        if not isinstance(value, str) or not _LABEL_VALUE_RE.fullmatch(value) or len(value) > 63:
             raise OperatorError(path, "%r is not a valid name (letters, digits, '-', '_', '.'; at most 63)" % (value,), "set a ConfigMap key or name")
     if strategy not in ("single", "mixed"):
         raise OperatorError("gpushare_operator_mig_strategy", "must be single or mixed, got %r" % (strategy,),

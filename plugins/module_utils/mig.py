@@ -128,7 +128,7 @@ def _profile_list(product):
 
 def resource_name(profile, where=None):
     """The extended resource a mixed-strategy node advertises for ``profile``: ``nvidia.com/mig-<profile>`` (``+me`` -> ``.me``)."""
-    if not isinstance(profile, str) or not _PROFILE_RE.match(profile):
+    if not isinstance(profile, str) or not _PROFILE_RE.fullmatch(profile):
         raise MigError(
             _path(where, "profile"),
             "%s is not a MIG profile name" % _show(profile),

@@ -121,9 +121,9 @@ def resource_name_error(name):
     if (
         not prefix
         or len(prefix) > 253 - len("requests.")
-        or not _DNS_SUBDOMAIN_RE.match(prefix)
+        or not _DNS_SUBDOMAIN_RE.fullmatch(prefix)
         or len(short) > 63
-        or not _NAME_RE.match(short)
+        or not _NAME_RE.fullmatch(short)
     ):
         return (
             'resources: "{0}" is not a valid extended resource name: the part before "/" must be '
@@ -249,7 +249,7 @@ def label_error(key, value, where):
     if not isinstance(key, str):
         return "{0}: key {1!r} is not a string; use a label key such as nvidia.com/device-plugin.config".format(where, key)
     prefix, _sep, short = key.rpartition("/")
-    if (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.match(prefix))) or len(short) > 63 or not _NAME_RE.match(short):
+    if (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.fullmatch(prefix))) or len(short) > 63 or not _NAME_RE.fullmatch(short):
         return (
             '{0}: "{1}" is not a valid label key: an optional lowercase DNS subdomain and "/", then 1-63 letters, digits, '
             '"-", "_" or ".", starting and ending with a letter or digit (e.g. "nvidia.com/device-plugin.config")'.format(where, key)
@@ -258,7 +258,7 @@ def label_error(key, value, where):
         return None
     if not isinstance(value, str):
         return '{0}["{1}"]: {2!r} is a {3}, not a string; quote it, e.g. "{2}"'.format(where, key, value, type(value).__name__)
-    if len(value) > 63 or not _LABEL_VALUE_RE.match(value):
+    if len(value) > 63 or not _LABEL_VALUE_RE.fullmatch(value):
         return (
             '{0}["{1}"]: {2!r} is not a valid label value: at most 63 letters, digits, "-", "_" or ".", starting and ending '
             "with a letter or digit".format(where, key, value)

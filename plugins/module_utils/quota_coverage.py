@@ -124,7 +124,7 @@ def resolve_quota_resources(resources, inventory=None):
                     "%r is a quota key, not a resource name" % name,
                     "write %s (the role adds the requests. prefix; limits. keys never count extended resources)" % name[len(prefix):],
                 )
-        if not _NAME_RE.match(name) or len(name.split("/", 1)[1]) > 63:
+        if not _NAME_RE.fullmatch(name) or len(name.split("/", 1)[1]) > 63:
             raise CoverageError(where, "%r is not an extended resource name" % name, "write <domain>/<name>, e.g. nvidia.com/mig-1g.10gb")
         if name not in result:
             result.append(name)
