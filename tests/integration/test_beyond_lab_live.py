@@ -190,25 +190,40 @@ def coverage(run_ok, tmp_path, **args):
     return json.loads(out.read_text())
 
 
+def quota_used(core_v1, namespace):
+    return dict(core_v1.read_namespaced_resource_quota("gpu", namespace).status.used or {})
+
+
 def test_quota_coverage_against_the_real_quota_system(lab_nodes, core_v1, namespaces, run_ok, tmp_path):
     gpu_only, covered = namespaces("it-qc-gpu"), namespaces("it-qc-all")
     make_quota(core_v1, gpu_only, {"requests.nvidia.com/gpu": "1"})
 
+    # The lab's inventory: lab-node-0 (2 GPUs) and lab-node-1 (2 x 4 slices) advertise nvidia.com/gpu, lab-node-2 only
+    # its seven MIG instances.
     report = coverage(run_ok, tmp_path, namespaces=[gpu_only])
-    assert "lab-node-2" in report["advertised"][MIG]
+    assert report["advertised"] == {GPU: ["lab-node-0", "lab-node-1"], MIG: ["lab-node-2"]}
     [entry] = report["namespaces"]
     assert entry["covered"] == [GPU]
-    assert {"resource": MIG, "nodes": report["advertised"][MIG]} in entry["uncovered"]
+    assert entry["uncovered"] == [{"resource": MIG, "nodes": ["lab-node-2"]}]
     assert report["ok"] is False and f"{gpu_only} (quota gpu): BYPASS" in report["msg"]
 
-    # The real API agrees: a MIG Pod is admitted and never counted.
-    core_v1.create_namespaced_pod(gpu_only, gpu_pod("mig-bypass", MIG))
-    assert "requests.nvidia.com/mig-1g.10gb" not in (core_v1.read_namespaced_resource_quota("gpu", gpu_only).status.used or {})
+    # The real API agrees. The quota holds nvidia.com/gpu to one: the first GPU Pod is counted, a second refused ...
+    core_v1.create_namespaced_pod(gpu_only, gpu_pod("gpu-1", GPU))
+    wait_for(lambda: quota_used(core_v1, gpu_only).get("requests.nvidia.com/gpu") == "1", what="the quota to count the GPU Pod")
+    with pytest.raises(ApiException) as denied:
+        core_v1.create_namespaced_pod(gpu_only, gpu_pod("gpu-2", GPU))
+    assert denied.value.status == 403 and "exceeded quota: gpu" in denied.value.body
+    # ... while MIG Pods go around it: two more GPUs' worth are admitted and run, and the quota still counts one.
+    for name in ("mig-bypass-1", "mig-bypass-2"):
+        core_v1.create_namespaced_pod(gpu_only, gpu_pod(name, MIG))
+    assert {bound_node(core_v1, gpu_only, name) for name in ("mig-bypass-1", "mig-bypass-2")} == {"lab-node-2"}
+    assert quota_used(core_v1, gpu_only) == {"requests.nvidia.com/gpu": "1"}
 
     # A quota with a requests. line for every advertised name is clean, and the API counts the MIG Pod.
-    make_quota(core_v1, covered, {"requests." + name: "1" for name in report["advertised"]})
+    make_quota(core_v1, covered, {"requests.nvidia.com/gpu": "1", "requests.nvidia.com/mig-1g.10gb": "1"})
     clean = coverage(run_ok, tmp_path, namespaces=[covered], fail_on_bypass=True)
-    assert clean["ok"] is True and clean["namespaces"][0]["uncovered"] == []
+    assert clean["ok"] is True
+    assert (clean["namespaces"][0]["covered"], clean["namespaces"][0]["uncovered"]) == ([GPU, MIG], [])
     core_v1.create_namespaced_pod(covered, gpu_pod("mig-counted", MIG))
     wait_for(lambda: (core_v1.read_namespaced_resource_quota("gpu", covered).status.used or {}).get("requests.nvidia.com/mig-1g.10gb") == "1",
              what="the quota to count the MIG Pod")

@@ -112,12 +112,15 @@ def test_two_threads_race_on_one_node_and_both_converge(kubeconfig, core_v1, rac
     assert (allocatable[race_keys[0]], allocatable[race_keys[1]]) == ("3", "5")
     assert "cpu" in capacity and "pods" in allocatable
 
-    # Both read the same version; the server accepted one write and sent the
-    # other a 409, which that caller retried after a fresh read.
-    first_reads = [api.calls[0][1] for api in apis]
-    patches = [c for api in apis for c in api.calls if c[0] == "patch"]
-    if first_reads[0] == first_reads[1]:
-        assert len(patches) >= 3, [api.calls for api in apis]
+    # Both read the same version (the barrier holds each first read until both are done); the server accepted one
+    # write and sent the other a 409, which that caller retried after a fresh read.
+    calls = sorted((api.calls for api in apis), key=len)
+    read = calls[0][0]
+    assert read[0] == "get" and calls[1][0] == read, calls
+    winner, loser = calls
+    assert winner == [read, ("patch", read[1])], calls
+    assert loser[:2] == [read, ("patch", read[1])] and loser[2][0] == "get" and loser[2][1] != read[1], calls
+    assert loser[-1][0] == "patch" and len(loser) % 2 == 0, calls
 
 
 def test_two_module_processes_on_one_node_both_converge(kubeconfig, core_v1, race_keys):
