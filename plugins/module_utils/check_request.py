@@ -17,8 +17,8 @@ Exit codes are the contract:
   ``OVER=<claim>/<request>=<shares>`` line per ResourceClaim (or template) request asking for more than N shares
   of that shared device class (``--claim-limit shared.gpu.nvidia.com:memory=20Gi``: a request of 40Gi is 2 shares);
 - 2 and a message on standard error for everything else: the file cannot be read, is not valid
-  YAML, uses a construct kubectl reads differently (tags, anchors and aliases, merge keys,
-  repeated keys, ...), holds a count that is not a whole number of units, or the options are
+  YAML, uses a construct kubectl reads differently or refuses (tags, repeated keys, excessive
+  aliasing, ...), holds a count that is not a whole number of units, or the options are
   wrong. ``--help`` prints the usage and exits 2 too: it checked nothing.
 """
 
@@ -93,7 +93,7 @@ def main(argv=None):
         description="Reject GPU requests larger than one slice before deploying. Reads the manifest as kubectl does "
         "(or refuses it) and prints OVER=<container>=<count> per container asking for too much (exit 1) or OK (exit 0).",
         epilog="Exit 2, with a message on standard error, when nothing was checked: unreadable file, invalid YAML, "
-        "a construct kubectl reads differently (tags, anchors, aliases, merge keys, repeated keys), a count that is "
+        "a construct kubectl reads differently or refuses (tags, repeated keys, excessive aliasing), a count that is "
         "not a whole number of units, a bad option, or --help.",
     )
     parser.add_argument("manifest", help="manifest file with one or more YAML documents ('-' reads standard input)")

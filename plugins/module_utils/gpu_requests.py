@@ -9,15 +9,23 @@ MIG migration report and the lab's ``bin/check-request.sh`` (whose command line 
 :mod:`check_request`). YAML text is read with :func:`manifest_yaml.kubectl_documents`: what kubectl
 would send, or a refusal. Only the fields that can hold a Pod spec are visited.
 
-Which objects are walked:
+Which objects are walked (as kubectl reads a file: what it sends is what is checked):
 
-- Kubernetes' own workload kinds at their Pod spec: Pod, PodTemplate, Deployment, StatefulSet,
-  DaemonSet, ReplicaSet, ReplicationController, Job, CronJob; ``List`` and ``<Kind>List`` items.
-- Any object of another API group (custom resources: Argo Rollouts, JobSets, LeaderWorkerSets,
-  training operators, ...): every mapping anywhere in it outside ``metadata`` and ``status`` that
-  holds ``containers``, ``initContainers`` or ``ephemeralContainers`` is taken as a Pod spec. The
-  rule does not depend on where the kind nests its templates, so kinds this file never heard of
-  are checked, not passed.
+- Any object holding an ``items`` field is a list to kubectl, whatever its kind (``List``, ``PodList``, but
+  also a ``Pod`` or a ``ConfigMap``): it sends the items, never the object, so the items are walked. An item
+  with neither ``kind`` nor ``apiVersion`` becomes the list's kind without its ``List`` suffix, in the list's
+  ``apiVersion`` (kind-less items of a ``kind: Deployment`` are Deployments). At the top of a document any
+  ``items`` counts (``items: null`` sends nothing); inside a list only a list of items does, and kubectl
+  refuses a list nested in a list, so the check does too. Objects given as data (from Ansible) are
+  walked both as the object and as its items: either may be what reaches the API server.
+- Kubernetes' own workload kinds, in their own API group (``v1`` Pod, PodTemplate and
+  ReplicationController; ``apps`` Deployment, StatefulSet, DaemonSet, ReplicaSet; ``batch`` Job and
+  CronJob), at their Pod spec.
+- Any object of another API group, or a workload kind's name in a group that is not its own (a Volcano
+  ``batch.volcano.sh`` Job, a ``Job`` without ``apiVersion``): every mapping anywhere in it outside
+  ``metadata`` and ``status`` that holds ``containers``, ``initContainers`` or ``ephemeralContainers`` is
+  taken as a Pod spec. The rule does not depend on where the kind nests its templates, so kinds this file
+  never heard of are checked, not passed.
 - Other kinds of Kubernetes' own API groups (``v1``, ``apps``, ``batch``, ``*.k8s.io`` except
   ``*.x-k8s.io``; ConfigMap, Service, ...) carry no Pod and are skipped.
 
@@ -63,7 +71,7 @@ __all__ = [
 
 DEFAULT_RESOURCES = ("nvidia.com/gpu",)
 
-# Where the Pod spec lives in each of Kubernetes' own workload kinds.
+# Where the Pod spec lives in each of Kubernetes' own workload kinds (read there only in the kind's own API group).
 POD_SPEC_PATHS = {
     "Pod": ("spec",),
     "PodTemplate": ("template", "spec"),
@@ -76,11 +84,17 @@ POD_SPEC_PATHS = {
     "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
 }
 WORKLOAD_KINDS = tuple(sorted(POD_SPEC_PATHS))
+WORKLOAD_GROUPS = {
+    "Pod": "", "PodTemplate": "", "ReplicationController": "",
+    "Deployment": "apps", "StatefulSet": "apps", "DaemonSet": "apps", "ReplicaSet": "apps",
+    "Job": "batch", "CronJob": "batch",
+}
 # Where the claim spec lives in DRA's claim kinds (resource.k8s.io).
 CLAIM_SPEC_PATHS = {
     "ResourceClaim": ("spec",),
     "ResourceClaimTemplate": ("spec", "spec"),
 }
+CLAIM_GROUP = "resource.k8s.io"
 ALL_DEVICES = "all"
 CONTAINER_FIELDS = ("containers", "initContainers", "ephemeralContainers")
 _BUILTIN_GROUPS = frozenset(("", "apps", "batch", "autoscaling", "policy", "extensions"))
@@ -132,6 +146,8 @@ class _ObjectView:
     def line(_value):
         return None
 
+    kubectl = False  # objects from Ansible: kubernetes.core may send the object or its items
+
 
 class _NodeView:
     """Nodes of :func:`manifest_yaml.kubectl_documents`, read as kubectl reads them."""
@@ -146,10 +162,11 @@ class _NodeView:
 
     @staticmethod
     def as_list(node):
-        return node.value if isinstance(node, _yaml.SequenceNode) else None
+        return _yaml.sequence(node)
 
     @staticmethod
     def as_text(node):
+        node = _yaml.target(node)
         if not isinstance(node, _yaml.ScalarNode):
             return None
         value = _yaml.scalar(node)
@@ -157,6 +174,7 @@ class _NodeView:
 
     @staticmethod
     def quantity(node):
+        node = _yaml.target(node)
         if _yaml.is_null(node):
             return 0, None, None
         if not isinstance(node, _yaml.ScalarNode):
@@ -174,6 +192,8 @@ class _NodeView:
     @staticmethod
     def line(node):
         return node.start_mark.line + 1 if node is not None else None
+
+    kubectl = True  # kubectl's reading: an object holding items is sent as its items only; an object without kind is refused
 
 
 # ---------------------------------------------------------------------------
@@ -223,28 +243,44 @@ class _Walker:
         self.document = index
         if self.view.is_null(doc):
             return
-        self.check_object(doc, "", None, 0, set())
+        self.check_object(doc, "", (None, None), 0, set(), top=True)
 
-    def check_object(self, node, where, default_kind, depth, seen):
+    def check_object(self, node, where, inherited, depth, seen, top=False):
+        """One object; ``inherited`` is the ``(kind, apiVersion)`` a kind-less list item gets from its list."""
         view = self.view
         obj = view.as_map(node)
         if obj is None:
             self.fail("%s is not a Kubernetes object (expected a mapping with kind, metadata, spec)" % (where.rstrip(".") or "the document"), node)
-        kind = view.as_text(obj.get("kind")) or default_kind
-        if kind is None:
-            return
-        if kind == "List" or (kind.endswith("List") and "items" in obj):
-            self.check_list(obj, where, None if kind == "List" else kind[: -len("List")], depth, seen)
+        kind = view.as_text(obj.get("kind"))
+        api_version = view.as_text(obj.get("apiVersion"))
+        if not kind and not api_version and inherited[0] is not None:
+            kind, api_version = inherited
+        if view.kubectl and (not kind or (not top and not api_version)):
+            missing = "kind" if not kind else "apiVersion"
+            self.fail(
+                "%s has no %s, and kubectl refuses it (\"Object '%s' is missing\"). Fix: give the object its %s%s"
+                % (where.rstrip(".") or "the document", missing, {"kind": "Kind"}.get(missing, missing), missing,
+                   " (an item without kind and apiVersion takes the list's kind without 'List')" if not top else ""),
+                node,
+            )
+        listed = False
+        if "items" in obj and (top or view.as_list(obj["items"]) is not None):
+            self.check_list(obj, where, kind or "", api_version, depth, seen, top)
+            if view.kubectl or view.as_list(obj["items"]) is None or (kind or "").endswith("List"):
+                return
+            listed = True  # kubernetes.core sends the object itself: walk it too, its items aside
+        if not kind:
             return
         metadata = view.as_map(obj.get("metadata")) or {}
         name = view.as_text(metadata.get("name")) or view.as_text(metadata.get("generateName")) or ""
-        if kind in CLAIM_SPEC_PATHS and self.claim_limits:
+        group = _group(api_version or "")  # kubectl maps an object without apiVersion in the core group
+        if kind in CLAIM_SPEC_PATHS and group == CLAIM_GROUP and self.claim_limits:
             self.check_claim(node, obj, where, kind, name)
             return
         path = POD_SPEC_PATHS.get(kind)
-        if path is None:
-            if not _builtin(view.as_text(obj.get("apiVersion"))):
-                self.search(node, obj, where, kind, name)
+        if path is None or WORKLOAD_GROUPS[kind] != group:
+            if not _builtin(api_version) or path is not None:
+                self.search(node, obj, where, kind, name, skip=("items",) if listed else ())
             return
         current = obj
         for position, key in enumerate(path):
@@ -254,10 +290,10 @@ class _Walker:
             current = self.mapping(child, where + ".".join(path[: position + 1]))
         self.check_pod_spec(node, current, where + ".".join(path), kind, name)
 
-    def search(self, node, obj, where, kind, name):
+    def search(self, node, obj, where, kind, name, skip=()):
         """Every mapping of a custom resource (outside metadata and status) holding containers is a Pod spec."""
         view = self.view
-        stack = [(obj[key], where + key) for key in reversed(list(obj)) if key not in _SKIPPED_FIELDS]
+        stack = [(obj[key], where + key) for key in reversed(list(obj)) if key not in _SKIPPED_FIELDS and key not in skip]
         while stack:
             value, path = stack.pop()
             self.step()
@@ -355,22 +391,26 @@ class _Walker:
                 self.step()
                 self.check_container(container, "%s.%s[%d]" % (spec_path, field, position), kind, name, obj_node, spec, field)
 
-    def check_list(self, obj, where, item_kind, depth, seen):
+    def check_list(self, obj, where, kind, api_version, depth, seen, top):
+        """The items kubectl sends for an object holding ``items``; kind-less items take the list's kind without ``List``."""
         view = self.view
         items_node = obj.get("items")
         if view.is_null(items_node):
             return
         items = view.as_list(items_node)
         if items is None:
-            self.fail("%sitems must be a list" % where, items_node)
+            self.fail("%sitems must be a list (kubectl reads any object holding items as a list of objects)" % where, items_node)
+        if not top and view.kubectl:
+            self.fail("%sitems: a list inside a list's items, which kubectl refuses; put the objects in one list" % where, items_node)
         if depth >= MAX_LIST_DEPTH:
             self.fail("Lists nested deeper than %d levels" % MAX_LIST_DEPTH, items_node)
+        item_kind = kind[: -len("List")] if kind.endswith("List") else kind
         for position, item in enumerate(items):
             self.step()
             if id(item) in seen or view.is_null(item):
                 continue  # the same object twice (objects given as data may share it)
             seen.add(id(item))
-            self.check_object(item, "%sitems[%d]." % (where, position), item_kind, depth + 1, seen)
+            self.check_object(item, "%sitems[%d]." % (where, position), (item_kind, api_version), depth + 1, seen)
 
     def check_container(self, node, where, kind, name, obj_node, spec, field):
         view = self.view

@@ -6,20 +6,24 @@
 
 Two readings, one home:
 
-- :func:`kubectl_documents` composes each document into YAML nodes and refuses every construct
-  on which PyYAML and kubectl's reader (``sigs.k8s.io/yaml`` over ``go.yaml.in/yaml/v2``, after
-  the ``---`` line split of ``k8s.io/apimachinery``) could disagree: explicit tags (``!!binary``
-  is decoded by kubectl, ``!Ref`` passes as a string), anchors and aliases (kubectl refuses
-  "excessive aliasing"), merge keys (kubectl lets a ``<<`` override the keys written before it,
-  unlike the YAML spec), duplicate keys, keys that are not plain strings, numbers or booleans,
-  YAML directives, ``...`` document ends, text after ``---``, and JSON followed by more input.
-  What is left is read by :func:`mapping` and :func:`scalar` exactly as kubectl resolves it
-  (YAML 1.1 booleans, octal ``010``, ``1_000``, ``0x10``, floats like ``2e0``).
+- :func:`kubectl_documents` composes each document from libyaml's events the way kubectl's reader
+  (``sigs.k8s.io/yaml`` over ``go.yaml.in/yaml/v2``, after the ``---`` line split of
+  ``k8s.io/apimachinery``) does, and refuses every construct on which the two could disagree: explicit
+  tags (``!!binary`` is decoded by kubectl, ``!Ref`` passes as a string), repeated keys, keys that are
+  not plain strings, numbers or booleans, YAML directives, ``...`` document ends, text after ``---``,
+  and JSON followed by more input. Anchors, aliases and merge keys are read as kubectl reads them: an
+  alias is the anchored value (the latest anchor of that name), a ``<<`` sets the merged keys where it
+  stands (so a ``<<`` written after a key overrides it, as kubectl does, unlike the YAML spec; in a list
+  of merged mappings the earlier ones win), and a document is refused where kubectl refuses it: an
+  anchor whose value contains its own alias, a merge of something that is not a mapping, and
+  "excessive aliasing" (kubectl's budget of expanded aliases, counted node by node as it counts them).
+  What is left is read by :func:`mapping` and :func:`scalar` exactly as kubectl resolves it (YAML 1.1
+  booleans, octal ``010``, ``1_000``, ``0x10``, floats like ``2e0``).
 - :func:`load_documents` and :func:`iter_nodes` are the permissive safe readers (core-schema tags
   and aliases allowed, tags that build objects refused) for files the collection reads itself.
 
 Hostile input stays cheap in both: input size, document count and nesting depth are bounded before
-libyaml recurses; composed nodes are never expanded. Pure Python (PyYAML), no Ansible import, so the
+libyaml recurses; aliases are expanded only as far as kubectl's own budget allows. Pure Python (PyYAML), no Ansible import, so the
 lab's ``bin/check-request.sh`` embeds this file.
 """
 
@@ -334,31 +338,108 @@ def load_documents(text_or_stream):
 # the kubectl reading
 
 
-class _KubectlResolver(BaseResolver):
-    """Marks how each node was written: plain scalar, quoted scalar, untagged collection; explicit tags stay as written."""
+class _AliasNode:  # pylint: disable=too-few-public-methods
+    """An alias (``*name``) where it is written; kubectl's reader keeps it as a node of its own and expands it when decoding."""
 
-    def descend_resolver(self, current_node, current_index):
-        pass
+    __slots__ = ("anchor", "target", "start_mark", "end_mark")
 
-    def ascend_resolver(self):
-        pass
-
-    def resolve(self, kind, value, implicit):
-        if kind is ScalarNode:
-            if implicit[0]:
-                return _PLAIN
-            if implicit[1]:
-                return _QUOTED
-            return "!"  # the non-specific tag "!" written explicitly
-        return _COLLECTION if implicit else "!"
+    def __init__(self, anchor, target, start_mark, end_mark):
+        self.anchor = anchor
+        self.target = target
+        self.start_mark = start_mark
+        self.end_mark = end_mark
 
 
-class _KubectlNodeLoader(_Parser, _KubectlResolver):
-    """Composes documents into nodes whose tags tell plain, quoted and explicitly tagged nodes apart."""
+def _tag(event, kind):
+    """The tag a node of the kubectl reading carries: how it was written (plain, quoted, untagged collection) or its explicit tag."""
+    if event.tag is not None and event.tag != "!":
+        return event.tag
+    if kind is ScalarNode:
+        if event.implicit[0]:
+            return _PLAIN
+        if event.implicit[1]:
+            return _QUOTED
+        return "!"  # the non-specific tag "!" written explicitly
+    return _COLLECTION if event.implicit else "!"
 
-    def __init__(self, stream):
-        _Parser.__init__(self, stream)
-        _KubectlResolver.__init__(self)
+
+class _Document:  # pylint: disable=too-few-public-methods
+    """One composed document: its root node and whether it holds an alias."""
+
+    __slots__ = ("root", "has_alias")
+
+    def __init__(self):
+        self.root = None
+        self.has_alias = False
+
+
+def _compose(text):
+    """Yield a :class:`_Document` per YAML document of ``text``, composed from libyaml's events as kubectl's reader composes them.
+
+    Unlike PyYAML's composer, an anchor may be defined again (an alias names the latest definition, as in
+    kubectl's reader) and an alias stays an :class:`_AliasNode` where it is written, so its expansion can
+    be counted as kubectl counts it.
+    """
+    parser = _Parser(text)
+    index = 0
+    try:
+        try:
+            parser.get_event()  # stream start
+            while not parser.check_event(yaml.StreamEndEvent):
+                parser.get_event()  # document start
+                document = _Document()
+                anchors = {}
+                stack = []  # [collection node, pending mapping key]
+                while True:
+                    event = parser.get_event()
+                    if isinstance(event, yaml.DocumentEndEvent):
+                        break
+                    if isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                        node = stack.pop()[0]
+                        node.end_mark = event.end_mark
+                        if not stack:
+                            document.root = node
+                        continue
+                    if isinstance(event, yaml.AliasEvent):
+                        if event.anchor not in anchors:
+                            raise ManifestError("invalid YAML: unknown anchor %r referenced (kubectl refuses it)" % event.anchor, index + 1,
+                                                event.start_mark.line + 1)
+                        node = _AliasNode(event.anchor, anchors[event.anchor], event.start_mark, event.end_mark)
+                        document.has_alias = True
+                        opened = False
+                    elif isinstance(event, yaml.ScalarEvent):
+                        node = ScalarNode(_tag(event, ScalarNode), event.value, event.start_mark, event.end_mark, style=event.style)
+                        opened = False
+                    else:
+                        kind = SequenceNode if isinstance(event, yaml.SequenceStartEvent) else MappingNode
+                        node = kind(_tag(event, kind), [], event.start_mark, None, flow_style=event.flow_style)
+                        opened = True
+                    if getattr(event, "anchor", None) is not None and not isinstance(event, yaml.AliasEvent):
+                        anchors[event.anchor] = node  # registered before its children: an alias inside refers to it
+                    if stack:
+                        parent = stack[-1]
+                        if isinstance(parent[0], SequenceNode):
+                            parent[0].value.append(node)
+                        elif parent[1] is None:
+                            parent[1] = node
+                        else:
+                            parent[0].value.append((parent[1], node))
+                            parent[1] = None
+                    elif not opened:
+                        document.root = node
+                    if opened:
+                        stack.append([node, None])
+                yield document
+                index += 1
+        except yaml.YAMLError as exc:
+            raise _yaml_error(exc, index) from None
+    finally:
+        parser.dispose()
+
+
+def target(node):
+    """The node an alias stands for (any other node: itself)."""
+    return node.target if isinstance(node, _AliasNode) else node
 
 
 _SEPARATOR_LINE_RE = re.compile(r"^---(.*)$", re.M)
@@ -512,10 +593,27 @@ def json_token(value):
 
 
 _NUMBER_START = frozenset("+-.0123456789")
+# How kubectl's reader scales the share of a document that may come from expanding aliases (go.yaml.in/yaml/v2):
+# up to 99 % below 400,000 decoded nodes, down to 10 % at 4,000,000; checked only past 100 aliased and 1,000 nodes.
+ALIAS_RATIO_LOW, ALIAS_RATIO_HIGH = 400000, 4000000
+
+
+def _allowed_alias_ratio(decoded):
+    if decoded <= ALIAS_RATIO_LOW:
+        return 0.99
+    if decoded >= ALIAS_RATIO_HIGH:
+        return 0.10
+    return 0.99 - 0.89 * (float(decoded - ALIAS_RATIO_LOW) / (ALIAS_RATIO_HIGH - ALIAS_RATIO_LOW))
+
+
+def _is_merge(key):
+    return isinstance(key, ScalarNode) and key.tag == _PLAIN and key.value == "<<"
 
 
 def _key_text(key, document):
     """The string kubectl uses for a mapping key, or a refusal."""
+    aliased = isinstance(key, _AliasNode)
+    key = target(key)
     text = key.value
     if key.tag == _PLAIN and text and text[0] not in _NUMBER_START and text not in _BOOLS and text not in _NULL_VALUES and text != "<<":
         return text  # the common case: a plain word stays that word
@@ -526,13 +624,9 @@ def _key_text(key, document):
     if key.tag != _PLAIN:
         return None  # refused with the tags
     if key.value == "<<":
-        _refuse(
-            "a merge key ('<<')",
-            "kubectl lets a '<<' override the keys written before it, unlike the YAML spec, so what it sends depends on the reader",
-            "write the merged keys out in the mapping",
-            document,
-            key,
-        )
+        if aliased:
+            return "<<"  # an alias is never a merge: kubectl reads the key "<<"
+        _refuse("a merge key ('<<') here", "kubectl refuses it", "merge a mapping", document, key)  # not reached: merges are read apart
     try:
         value = plain_value(key.value)
     except _Unsupported:
@@ -548,20 +642,86 @@ def _key_text(key, document):
     return value
 
 
+def _key_identity(key):
+    """The key as kubectl's reader holds it before it becomes a JSON string: ``(type, value)``."""
+    key = target(key)
+    if key.tag == _PLAIN:
+        value = plain_value(key.value)
+        return (type(value).__name__, value)
+    return ("str", key.value)
+
+
+def _merge_sources(value, document):
+    """The mappings a ``<<`` merges, in the order kubectl applies them (a later one overrides), or a refusal."""
+    node = target(value)
+    if isinstance(node, MappingNode):
+        return [node]
+    if isinstance(value, SequenceNode):  # written in place: an alias of a list is refused
+        sources = [target(item) for item in reversed(value.value)]  # earlier mappings take precedence: applied last
+        if all(isinstance(item, MappingNode) for item in sources):
+            return sources
+    _refuse(
+        "a merge ('<<') of something that is not a mapping",
+        "kubectl refuses it (\"map merge requires map or sequence of maps as the value\")",
+        "merge a mapping, an alias of one or a list of them",
+        document,
+        node,
+    )
+    return []  # not reached
+
+
+def _merged(node, document):
+    """A mapping node's ``{key as kubectl spells it: value node}`` with its merges applied as kubectl applies them (cached).
+
+    A merged mapping contributes what it holds once its own merges are applied, so each mapping is merged once.
+    """
+    cached = getattr(node, "_gpushare_pairs", None)
+    if cached is not None:
+        return cached
+    pairs = {}
+    identities = {}
+
+    def put(text, identity, value, key):
+        if identities.get(text, identity) != identity:
+            _refuse(
+                "the key %r written twice, once merged ('<<')" % text,
+                "kubectl holds two different keys that become the same string and sends either value",
+                "write the key once, in one spelling",
+                document,
+                target(key),
+            )
+        identities[text] = identity
+        pairs[text] = (value, identity, key)
+
+    for key, value in node.value:
+        if _is_merge(key):
+            for source in _merge_sources(value, document):
+                for text, (merged_value, identity, merged_key) in _merged_entries(source, document).items():
+                    put(text, identity, merged_value, merged_key)
+            continue
+        put(_key_text(key, document), _key_identity(key), value, key)
+    node._gpushare_entries = pairs  # pylint: disable=protected-access
+    node._gpushare_pairs = {text: entry[0] for text, entry in pairs.items()}  # pylint: disable=protected-access
+    return node._gpushare_pairs  # pylint: disable=protected-access
+
+
+def _merged_entries(node, document):
+    """``{key text: (value node, key identity, key node)}`` of a mapping node, merges applied."""
+    _merged(node, document)
+    return node._gpushare_entries  # pylint: disable=protected-access
+
+
 def _check_kubectl(root, document):
-    """Refuse, anywhere in a composed document, what kubectl reads differently: tags, aliases, merge keys, repeated keys."""
+    """Refuse, anywhere in a composed document, what kubectl reads differently or refuses: tags, repeated keys, bad keys and merges.
+
+    Each node is checked once, however many aliases name it.
+    """
     stack = [root]
     seen = set()
     while stack:
-        node = stack.pop()
+        node = target(stack.pop())
         if id(node) in seen:
-            _refuse(
-                "a YAML alias (*name)",
-                "kubectl expands aliases and refuses documents that use many, so it may send more, or nothing",
-                "write the aliased value out in full, without anchors and aliases",
-                document,
-                node,
-            )
+            continue
         seen.add(id(node))
         if node.tag not in (_PLAIN, _QUOTED, _COLLECTION):
             _refuse(
@@ -574,23 +734,17 @@ def _check_kubectl(root, document):
         if isinstance(node, MappingNode):
             keys = set()
             for key, value in node.value:
-                if key.tag not in (_PLAIN, _QUOTED):
+                stack.append(value)
+                if _is_merge(key):
+                    _merge_sources(value, document)
+                    continue
+                if target(key).tag not in (_PLAIN, _QUOTED):
                     stack.append(key)  # a tagged key is refused with its tag
                     continue
                 text = _key_text(key, document)
                 if text in keys:
                     _refuse("the repeated key %r" % text, "YAML readers disagree on which value wins", "keep one %r key per mapping" % text, document, key)
                 keys.add(text)
-                if id(key) in seen:
-                    _refuse(
-                        "a YAML alias (*name) as a key",
-                        "kubectl expands aliases and refuses documents that use many",
-                        "write the key out",
-                        document,
-                        key,
-                    )
-                seen.add(id(key))
-                stack.append(value)
         elif isinstance(node, SequenceNode):
             stack.extend(node.value)
         elif node.tag == _PLAIN and node.value[:1] in _NUMBER_START:
@@ -598,6 +752,78 @@ def _check_kubectl(root, document):
                 plain_value(node.value)
             except _Unsupported as exc:
                 _refuse("the value %s" % exc, "kubectl cannot send it as JSON", "quote it, or write a number", document, node)
+
+
+def _check_merges(root, document):
+    """Apply every mapping's merges once (so a key two merges spell differently is refused before anything reads it)."""
+    stack = [root]
+    seen = set()
+    while stack:
+        node = target(stack.pop())
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, MappingNode):
+            if any(_is_merge(key) for key, _value in node.value):
+                _merged(node, document)
+            stack.extend(value for _key, value in node.value)
+        elif isinstance(node, SequenceNode):
+            stack.extend(node.value)
+
+
+def _check_alias_budget(root, document):
+    """Count the nodes kubectl's reader decodes, in its order, and refuse where it refuses.
+
+    kubectl (go.yaml.in/yaml/v2) decodes the document node, then every key and value, every list item,
+    each merged mapping (not the list holding them) and, through each alias, the anchored value again.
+    It refuses an alias met again inside its own expansion ("anchor value contains itself") and, past 100
+    nodes decoded through aliases and 1,000 in all, a document where the aliased share exceeds
+    :func:`_allowed_alias_ratio` ("excessive aliasing").
+    """
+    decoded, aliased = 1, 0  # the document node
+    expanding = set()
+    stack = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth < 0:
+            expanding.discard(id(node))
+            continue
+        decoded += 1
+        if depth:
+            aliased += 1
+        if aliased > 100 and decoded > 1000 and aliased / decoded > _allowed_alias_ratio(decoded):
+            _refuse(
+                "this much aliasing",
+                "kubectl refuses a document whose YAML aliases expand to more than it allows (\"document contains excessive "
+                "aliasing\"): %d of its first %d values come from aliases" % (aliased, decoded),
+                "write the repeated values out, or use fewer aliases",
+                document,
+                None,
+            )
+        if isinstance(node, _AliasNode):
+            if id(node) in expanding:
+                _refuse(
+                    "the alias *%s inside the value it names" % node.anchor,
+                    "kubectl refuses it (\"anchor '%s' value contains itself\")" % node.anchor,
+                    "write the value out without referring to itself",
+                    document,
+                    node,
+                )
+            expanding.add(id(node))
+            stack.append((node, -1))
+            stack.append((node.target, depth + 1))
+        elif isinstance(node, MappingNode):
+            for key, value in reversed(node.value):
+                if _is_merge(key):
+                    if isinstance(value, SequenceNode):
+                        stack.extend((item, depth) for item in value.value)  # applied last to first, so pushed first to last
+                    else:
+                        stack.append((value, depth))
+                else:
+                    stack.append((value, depth))
+                    stack.append((key, depth))
+        elif isinstance(node, SequenceNode):
+            stack.extend((item, depth) for item in reversed(node.value))
 
 
 def _check_event_tags(text):
@@ -626,37 +852,31 @@ def kubectl_documents(text):
     """Yield ``(index, root node)`` per document of ``text`` (a ``str``), as kubectl would read them, or raise ManifestError.
 
     Every node of every document is checked before it is yielded (see the module's docstring for
-    what is refused); read the nodes with :func:`is_null`, :func:`mapping` and :func:`scalar`.
+    what is refused); read the nodes with :func:`is_null`, :func:`mapping`, :func:`sequence` and
+    :func:`scalar` (each follows aliases).
     """
     _check_text(text)
     _json_stream(text)
     _check_depth(text)
     if "!" in text:  # every YAML tag is written with '!'
         _check_event_tags(text)
-    loader = _KubectlNodeLoader(text)
     index = 0
-    try:
-        while True:
-            try:
-                if not loader.check_node():
-                    break
-                node = loader.get_node()
-            except yaml.YAMLError as exc:
-                raise _yaml_error(exc, index) from None
-            except RecursionError:
-                raise ManifestError("nested too deeply to read", index + 1) from None
-            if node is not None:
-                _check_kubectl(node, index)
-            yield index, node
-            index += 1
-            if index > MAX_DOCUMENTS:
-                raise ManifestError("more than %d documents; split the manifest" % MAX_DOCUMENTS)
-    finally:
-        loader.dispose()
+    for document in _compose(text):
+        node = document.root
+        if node is not None:
+            _check_kubectl(node, index)
+            if document.has_alias:
+                _check_alias_budget(node, index)
+            _check_merges(node, index)
+        yield index, node
+        index += 1
+        if index > MAX_DOCUMENTS:
+            raise ManifestError("more than %d documents; split the manifest" % MAX_DOCUMENTS)
 
 
 def node_data(node):
     """A document of :func:`kubectl_documents` as the data kubectl sends (dicts, lists, str, bool, None, int, float)."""
+    node = target(node)
     if is_null(node):
         return None
     if isinstance(node, MappingNode):
@@ -668,18 +888,27 @@ def node_data(node):
 
 def is_null(node):
     """True for a missing node or one kubectl reads as null (``~``, ``null``, nothing)."""
+    node = target(node)
     return node is None or (isinstance(node, ScalarNode) and node.tag == _PLAIN and node.value in _NULL_VALUES)
 
 
 def mapping(node):
-    """A mapping node of :func:`kubectl_documents` as ``{key as kubectl spells it: value node}``; None for other nodes."""
+    """A mapping node of :func:`kubectl_documents` as ``{key as kubectl spells it: value node}``, merges applied; None for other nodes."""
+    node = target(node)
     if not isinstance(node, MappingNode):
         return None
-    return {key.value if key.tag == _QUOTED else _key_text(key, 0): value for key, value in node.value}
+    return _merged(node, 0)
+
+
+def sequence(node):
+    """The items of a list node of :func:`kubectl_documents`; None for other nodes."""
+    node = target(node)
+    return node.value if isinstance(node, SequenceNode) else None
 
 
 def scalar(node):
     """The value kubectl sends for a scalar node (None, bool, int, float or str); raises ValueError for a list or mapping."""
+    node = target(node)
     if not isinstance(node, ScalarNode):
         raise ValueError("not a scalar")
     if node.tag == _QUOTED:

@@ -17,13 +17,18 @@ description:
   - On a time-sliced node two slices are the same physical GPU reserved twice, not twice the speed or memory. The device
     plugin's C(failRequestsGreaterThanOne) only fails such a Pod at kubelet admission, where it stays until deleted by hand;
     this check stops it before deploy.
-  - Walks Pod, PodTemplate, Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController, Job, CronJob and
-    C(List) objects; checks C(containers), C(initContainers) and C(ephemeralContainers). In custom resources (any API
-    group but Kubernetes' own, such as Argo Rollouts, JobSets, LeaderWorkerSets, training operators) every mapping outside
-    C(metadata) and C(status) holding containers is a Pod spec. Other kinds of Kubernetes' own groups are ignored.
-  - YAML text is read as kubectl reads it, or refused with a message naming the construct - explicit tags
-    (C(!!binary) included), merge keys, anchors and aliases, repeated keys, C(...) document ends, directives, text
-    after C(---), JSON followed by more input. Hostile input (alias bombs, deep nesting) is refused at once.
+  - Walks Pod, PodTemplate, Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController, Job and CronJob
+    objects in their own API groups; checks C(containers), C(initContainers) and C(ephemeralContainers). Any object
+    holding C(items) is read as kubectl reads it, as a list (C(List), C(PodList), but also a C(Pod) or C(ConfigMap)
+    with C(items)) - its items are checked, and kind-less items take the list's kind without C(List). In custom resources
+    (any other API group, such as Argo Rollouts, JobSets, LeaderWorkerSets, Volcano Jobs, training operators) and
+    workload kind names in a group not their own, every mapping outside C(metadata) and C(status) holding containers
+    is a Pod spec. Other kinds of Kubernetes' own groups are ignored.
+  - YAML text is read as kubectl reads it, anchors, aliases and merge keys included (a C(<<) overrides the keys
+    written before it, as in kubectl), or refused with a message naming the construct - explicit tags (C(!!binary)
+    included), repeated keys, C(...) document ends, directives, text after C(---), JSON followed by more input, and
+    what kubectl itself refuses (excessive aliasing, an anchor containing its own alias, a merge of a non-mapping).
+    Hostile input (alias bombs, deep nesting) is refused at once.
   - Counts are read as the API server reads quantities (V(2000m) and V(2e0) are 2, V(1k) is 1000); a count that is not
     a whole number of units fails the module.
   - The same check runs as a script (C(check-request <manifest>)), see the C(check_request) module utility.
