@@ -83,6 +83,14 @@ def node_entries(nodes, configs=None, config_label=_inv.CONFIG_LABEL, mig_strate
 
 
 @_filter_errors
+def shared_resource_names(configs):
+    """Every resource name the configs (name -> config, mapping or YAML text) advertise as shares of a GPU, sorted."""
+    if not isinstance(configs, dict):
+        raise AnsibleFilterError("shared_resource_names expects a mapping of config name to config, got %s" % type(configs).__name__)
+    return _dp.shared_names({name: _inv.config(value, name) for name, value in configs.items()})
+
+
+@_filter_errors
 def gpu_offenders(data, resources=_requests.DEFAULT_RESOURCES, max_per_container=1):
     """Containers asking for more than ``max_per_container`` of ``resources`` in YAML text, an object or a list of objects."""
     return _requests.find_offenders(data, resources=resources, max_per_container=max_per_container)
@@ -101,4 +109,5 @@ class FilterModule:
             "mig_resources": mig_resources,
             "node_entries": node_entries,
             "node_gpu_resources": node_gpu_resources,
+            "shared_resource_names": shared_resource_names,
         }

@@ -460,6 +460,23 @@ def advertised_name(resource, rename_by_default=False):
     return resource["name"]
 
 
+def shared_names(configs):
+    """The resource names any of ``configs`` (config name -> config) advertises as shares of a GPU, sorted.
+
+    Time-slicing and MPS alike: ``rename``, ``<name>.shared`` with ``renameByDefault``, else ``name``. A Pod asking for
+    more than one of these asks for several slices of shared GPUs.
+    """
+    names = set()
+    for name in sorted(configs, key=str):
+        config = validate_config(configs[name], name=name)
+        strategy, resources = sharing_of(config)
+        if strategy == STRATEGY_NONE:
+            continue
+        block = config["sharing"]["timeSlicing" if strategy == STRATEGY_TIME_SLICING else "mps"]
+        names.update(advertised_name(resource, block.get("renameByDefault", False)) for resource in resources)
+    return sorted(names)
+
+
 def _check_sharing(config):
     sharing = config.get("sharing")
     if sharing is None:

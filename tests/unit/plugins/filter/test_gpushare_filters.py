@@ -43,6 +43,7 @@ def test_filter_names():
         "mig_resources",
         "node_entries",
         "node_gpu_resources",
+        "shared_resource_names",
     ]
 
 

@@ -9,6 +9,7 @@ import copy
 import pytest
 
 from ansible_collections.gpushare.k8s.plugins.module_utils.device_plugin import (
+    shared_names,
     ConfigError,
     advertised_resources,
     parse_config,
@@ -566,3 +567,20 @@ def test_advertised_resources_errors(config, gpus, message):
     with pytest.raises(ConfigError) as info:
         advertised_resources(config, gpus)
     assert str(info.value) == message
+
+
+def test_shared_names_lists_every_name_advertised_as_shares():
+    def sharing(method, resources, rename_by_default=None):
+        block = {"resources": resources}
+        if rename_by_default is not None:
+            block["renameByDefault"] = rename_by_default
+        return {"version": "v1", "sharing": {method: block}}
+
+    configs = {
+        "default": {"version": "v1"},
+        "shared": sharing("timeSlicing", [{"name": "nvidia.com/gpu", "replicas": 4}]),
+        "renamed": sharing("timeSlicing", [{"name": "nvidia.com/gpu", "replicas": 2}], rename_by_default=True),
+        "mps": sharing("mps", [{"name": "nvidia.com/gpu", "replicas": 4, "rename": "nvidia.com/gpu.mps"}]),
+    }
+    assert shared_names(configs) == ["nvidia.com/gpu", "nvidia.com/gpu.mps", "nvidia.com/gpu.shared"]
+    assert shared_names({"default": {"version": "v1"}}) == []
