@@ -207,7 +207,7 @@ def lab_name_errors(settings):
                 if isinstance(entry, dict) and "name" in entry:
                     check(entry["name"], kind, "%s[%d].name" % (field, index), example)
     lab, team = settings.get("gpushare_namespace"), settings.get("gpushare_team_namespace")
-    if isinstance(lab, str) and lab == team and not errors:
+    if isinstance(lab, str) and lab == team and not any(error.startswith(("gpushare_namespace:", "gpushare_team_namespace:")) for error in errors):
         errors.append(str(InputError(
             "gpushare_team_namespace",
             "%r is also the lab's own namespace (gpushare_namespace): the team's quota would count, and refuse, the lab's "

@@ -144,6 +144,14 @@ def test_the_team_may_not_share_the_labs_namespace():
         "its own, such as team-a (or move the lab's, gpushare_namespace)."]
 
 
+def test_the_shared_namespace_is_reported_beside_other_bad_names_but_not_beside_its_own():
+    errors = lab_name_errors(dict(LAB, gpushare_team_namespace="gpu-share", gpushare_team_over_pod="B"))
+    assert [error.split(":")[0] for error in errors] == ["gpushare_team_over_pod", "gpushare_team_namespace"]
+    errors = lab_name_errors(dict(LAB, gpushare_namespace="kube-a", gpushare_team_namespace="kube-a"))
+    assert [error.split(":")[0] for error in errors] == ["gpushare_namespace", "gpushare_team_namespace"]
+    assert "belongs to the cluster" in errors[1]
+
+
 def test_entries_without_a_name_are_left_to_the_checks_that_require_one_and_unknown_fields_are_refused():
     assert lab_name_errors(dict(LAB, gpushare_team_pods=[{}], gpushare_team_quota="gpu-quota", gpushare_nodes="lab-node-0")) == []
     with pytest.raises(ValueError, match="lab_name_errors: gpushare_namspace is not a field holding a name"):
