@@ -290,14 +290,28 @@ def test_node_writes_are_limited_to_nvidia_keys(lp, what):
 
 @pytest.mark.usefixtures("lab_as_sa")
 def test_node_writes_of_nvidia_keys_pass_and_the_policy_binds_only_the_service_account(lp):
-    core = client.CoreV1Api(sa_api(lp))
-    core.patch_node(NODE, {"metadata": {"labels": {"nvidia.com/lp-probe": "1"}}})
-    core.patch_node(NODE, {"metadata": {"labels": {"nvidia.com/lp-probe": None}}})
-    slots = lp["core"].read_node(NODE).status.capacity["nvidia.com/gpu"]
-    core.patch_node_status(NODE, {"status": {"capacity": {"nvidia.com/gpu": slots}, "allocatable": {"nvidia.com/gpu": slots}}})
+    """Each write is read back by the administrator: the API server stored what the ServiceAccount sent."""
+    core, admin = client.CoreV1Api(sa_api(lp)), lp["core"]
+    probe = "nvidia.com/lp-probe"
+    core.patch_node(NODE, {"metadata": {"labels": {probe: "1"}}})
+    assert admin.read_node(NODE).metadata.labels.get(probe) == "1"
+    core.patch_node(NODE, {"metadata": {"labels": {probe: None}}})
+    assert probe not in admin.read_node(NODE).metadata.labels
+    # Status: the lab's own slots written again as they are (lab-node-0: two unshared GPUs), then a new nvidia.com/*
+    # resource stored and removed.
+    core.patch_node_status(NODE, {"status": {"capacity": {"nvidia.com/gpu": "2"}, "allocatable": {"nvidia.com/gpu": "2"}}})
+    core.patch_node_status(NODE, {"status": {"capacity": {probe: "3"}, "allocatable": {probe: "3"}}})
+    after = admin.read_node(NODE).status
+    assert (after.capacity.get(probe), after.allocatable.get(probe)) == ("3", "3")
+    assert (after.capacity["nvidia.com/gpu"], after.allocatable["nvidia.com/gpu"]) == ("2", "2")
+    core.patch_node_status(NODE, {"status": {"capacity": {probe: None}, "allocatable": {probe: None}}})
+    after = admin.read_node(NODE).status
+    assert probe not in after.capacity and probe not in after.allocatable
     # The administrator (another user) is not bound by the ServiceAccount's policy.
-    lp["core"].patch_node(NODE, {"metadata": {"annotations": {"example.com/admin": "yes"}}})
-    lp["core"].patch_node(NODE, {"metadata": {"annotations": {"example.com/admin": None}}})
+    admin.patch_node(NODE, {"metadata": {"annotations": {"example.com/admin": "yes"}}})
+    assert admin.read_node(NODE).metadata.annotations.get("example.com/admin") == "yes"
+    admin.patch_node(NODE, {"metadata": {"annotations": {"example.com/admin": None}}})
+    assert "example.com/admin" not in admin.read_node(NODE).metadata.annotations
 
 
 @pytest.mark.usefixtures("lab_as_sa")
