@@ -24,6 +24,7 @@ except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
 
 from ansible_collections.gpushare.k8s.plugins.module_utils.device_plugin import plain as _plain
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
+from ansible_collections.gpushare.k8s.plugins.module_utils.inventory import pod_security_labels
 
 __all__ = [
     "DEFAULTS",
@@ -68,6 +69,8 @@ DEFAULTS = {
     "token_source": "request",
     "team_access": False,
     "team_service_account": "gpushare-team",
+    # the Pod Security levels of the namespaces it creates (the namespaces role's namespaces_pod_security default)
+    "pod_security": {"enforce": "baseline", "warn": "restricted", "audit": "restricted"},
 }
 _NAMESPACE_FIELDS = ("namespace", "lab_namespace", "team_namespace", "device_plugin_namespace", "admission_guard_probe_namespace")
 _BOOL_FIELDS = ("mig_migration_report", "quota_coverage", "admission_guard", "team_access")
@@ -149,6 +152,10 @@ def validate_settings(settings, prefix="rbac_"):
     for index, node in enumerate(nodes):
         check_dns_subdomain(node, "%s[%d]" % (field("nodes"), index), "lab-node-0")
     merged["nodes"] = sorted(set(nodes))
+    try:
+        merged["pod_security_labels"] = pod_security_labels(merged["pod_security"])
+    except InputError as exc:
+        raise InputError(prefix + exc.path, exc.problem, exc.fix) from None
     if merged["token_source"] not in TOKEN_SOURCES:
         raise InputError(
             field("token_source"), "must be one of %s, got %s" % (", ".join(TOKEN_SOURCES), _shown(merged["token_source"])),
@@ -378,7 +385,9 @@ def _entries(settings):
     entries = []
     namespaces = _unique([sa_namespace, s["device_plugin_namespace"], s["lab_namespace"], s["team_namespace"]])
     for namespace in namespaces:
-        entries.append(_Entry({"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(namespace)},
+        metadata = _meta(namespace)
+        metadata["labels"].update(s["pod_security_labels"])
+        entries.append(_Entry({"apiVersion": "v1", "kind": "Namespace", "metadata": metadata},
                               "The lab's namespaces are created here, because the Roles live in them." if namespace == namespaces[0] else ""))
     entries.append(_Entry({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(sa, sa_namespace)}))
     if s["token_source"] == "secret":

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -158,3 +160,27 @@ def test_object_drift():
     assert rbac.object_drift(desired, dict(live, spec={"failurePolicy": "Ignore", "rules": [{"x": 1}]})) == ["spec.failurePolicy"]
     assert rbac.object_drift(desired, dict(live, spec={"failurePolicy": "Fail", "rules": []})) == ["spec.rules"]
     assert rbac.object_drift([desired, desired], [live]) == ["."]
+
+
+def test_namespaces_it_creates_carry_the_pod_security_labels():
+    namespaces = [obj for obj in rbac.rbac_objects({}) if obj["kind"] == "Namespace"]
+    assert [obj["metadata"]["name"] for obj in namespaces] == ["gpushare-system", "gpu-share", "team-a"]
+    for obj in namespaces:
+        assert obj["metadata"]["labels"] == {
+            "app.kubernetes.io/managed-by": "gpushare.k8s",
+            "app.kubernetes.io/part-of": "gpushare-lab",
+            "pod-security.kubernetes.io/enforce": "baseline",
+            "pod-security.kubernetes.io/warn": "restricted",
+            "pod-security.kubernetes.io/audit": "restricted",
+        }
+    bare = [obj for obj in rbac.rbac_objects({"pod_security": {}}) if obj["kind"] == "Namespace"]
+    assert {key for obj in bare for key in obj["metadata"]["labels"]} == {"app.kubernetes.io/managed-by", "app.kubernetes.io/part-of"}
+    with pytest.raises(rbac.InputError, match=r"^rbac_pod_security\.enforce: 'strict' is not a Pod Security level\. Fix: use privileged, baseline, restricted$"):
+        rbac.rbac_objects({"pod_security": {"enforce": "strict"}})
+
+
+def test_pod_security_default_is_the_namespaces_roles():
+    roles = Path(__file__).resolve().parents[4] / "roles"
+    rbac_default = yaml.safe_load((roles / "rbac" / "defaults" / "main.yml").read_text())["rbac_pod_security"]
+    namespaces_default = yaml.safe_load((roles / "namespaces" / "defaults" / "main.yml").read_text())["namespaces_pod_security"]
+    assert rbac_default == namespaces_default == {"enforce": "baseline", "warn": "restricted", "audit": "restricted"}
