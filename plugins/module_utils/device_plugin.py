@@ -161,7 +161,7 @@ def _abs_path(value, path):
 
 
 def _duration(value, path):
-    if not isinstance(value, str) or not _GO_DURATION_RE.match(value):
+    if not isinstance(value, str) or not _GO_DURATION_RE.fullmatch(value):
         raise ConfigError(path, "must be a duration string such as 60s or 1m30s, got %s" % _show(value), "write a quoted duration, e.g. sleepInterval: 60s")
     return str(value)
 
@@ -267,7 +267,7 @@ def _devices(value, path):
         item_path = "%s[%d]" % (path, index)
         if _is_int(item) and item >= 0:
             norm = int(item)
-        elif isinstance(item, str) and _DEVICE_REF_RE.match(item):
+        elif isinstance(item, str) and _DEVICE_REF_RE.fullmatch(item):
             norm = str(item)
         else:
             raise ConfigError(item_path, "not a GPU index, MIG index or device UUID: %s" % _show(item), fix)

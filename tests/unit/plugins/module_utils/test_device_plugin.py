@@ -221,6 +221,13 @@ BAD_CONFIGS = [
         id="gfd-sleepInterval",
     ),
     pytest.param(
+        with_flags(gfd={"sleepInterval": "60s\n"}),
+        "flags.gfd.sleepInterval",
+        "shared: flags.gfd.sleepInterval: must be a duration string such as 60s or 1m30s, got string '60s\\n'. "
+        "Fix: write a quoted duration, e.g. sleepInterval: 60s",
+        id="gfd-sleepInterval-trailing-newline",
+    ),
+    pytest.param(
         {"version": "v1", "sharing": {}},
         "sharing",
         "shared: sharing: no sharing method set. Fix: add sharing.timeSlicing or sharing.mps, or remove sharing for a node that does not share",
@@ -376,6 +383,13 @@ BAD_CONFIGS = [
         "shared: sharing.timeSlicing.resources[0].devices[1]: not a GPU index, MIG index or device UUID: string 'gpu1'. "
         "Fix: use 'all', a positive device count, or a list of GPU indices (0), MIG indices (0:1) or GPU-/MIG- UUIDs",
         id="devices-item",
+    ),
+    pytest.param(
+        time_slicing(devices=[0, "1\n"]),
+        "sharing.timeSlicing.resources[0].devices[1]",
+        "shared: sharing.timeSlicing.resources[0].devices[1]: not a GPU index, MIG index or device UUID: string '1\\n'. "
+        "Fix: use 'all', a positive device count, or a list of GPU indices (0), MIG indices (0:1) or GPU-/MIG- UUIDs",
+        id="devices-item-trailing-newline",
     ),
     pytest.param(
         time_slicing(devices=[0, "0"]),
