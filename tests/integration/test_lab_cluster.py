@@ -206,12 +206,13 @@ def test_extra_components_with_bad_names_are_refused_before_anything_is_written(
     home = tmp_path / "kwok"
     proc = playbook("playbooks/cluster.yml", {
         "gpushare_cluster_name": "gpushare-it-never", "lab_cluster_kwok_home": str(home),
-        "lab_cluster_extra_components": [{"name": "etcd"}, {"name": "Op_1"}, {"binary": "/bin/true"}, {"name": "op"}, {"name": "op"}],
+        "lab_cluster_extra_components": [{"name": "etcd"}, {"name": "Op_1"}, {"binary": "/bin/true"}, {"name": "op"}, {"name": "op"},
+                                         {"name": "op2\n"}],
     })
     text = output(proc)
     assert proc.returncode != 0, text[-3000:]
     for problem in ("etcd is one of kwokctl's own", 'name "Op_1" is not a DNS label', 'name "" is not a DNS label',
-                    "names repeat: etcd, Op_1, , op, op"):
+                    'name "op2\\n" is not a DNS label', "names repeat: etcd, Op_1, , op, op, op2"):
         assert problem in text, text[-3000:]
     assert not home.exists(), list(home.rglob("*"))
 
