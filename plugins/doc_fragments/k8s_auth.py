@@ -31,6 +31,9 @@ requirements:
   - urllib3 >= 2.0 (Python library)
 notes:
   - Options given to the task win over the E(K8S_AUTH_*) environment variables, which win over the kubeconfig.
+  - The E(K8S_AUTH_*) variables, and E(KUBECONFIG) for the default kubeconfig, are read as kubernetes.core's modules
+    read them, from the environment the module runs with. A task's C(environment) wins over the controller's own, also
+    when the module runs in the controller (its action plugin, on a local connection).
   - The auth options are kubernetes.core's. The action group C(gpushare.k8s.k8s) holds the collection's modules
     and extends kubernetes.core's C(kubernetes.core.k8s), so one C(module_defaults) block for
     C(group/gpushare.k8s.k8s) sets the auth options of both collections' modules. Set O(request_timeout) for

@@ -10,15 +10,20 @@ from its ``AUTH_ARG_MAP``, so one ``module_defaults`` block configures both coll
 The collection adds ``request_timeout``. This file imports nothing from Ansible: modules
 pass their ``params`` in, tests call it directly.
 
-Precedence, as in kubernetes.core:
+Precedence, as in kubernetes.core (``module_utils/k8s/client.py``, ``_create_auth_spec`` and
+``_create_configuration``):
 
-1. an option given to the task;
-2. its ``K8S_AUTH_*`` environment variable;
+1. an option given to the task (or by ``module_defaults``);
+2. its ``K8S_AUTH_*`` variable in the environment the module runs with: for a module process that is
+   the environment it was started with, the task's ``environment:`` over the controller's (or the remote
+   host's); for a module run in the controller by its action plugin, the same mapping
+   (plugin_utils/controller_action.py puts the task's ``environment:`` into ``os.environ`` of the task's
+   worker while the module runs). ``environ`` defaults to ``os.environ`` as it is at the call, not at import;
 3. ``host`` plus a credential (``api_key``, ``username``/``password`` or
    ``client_cert``/``client_key``) is enough on its own, no file is read;
 4. otherwise ``kubeconfig``/``context`` are loaded when given, else the
    in-cluster service account is tried, then the default kubeconfig
-   (``$KUBECONFIG`` or ``~/.kube/config``);
+   (``$KUBECONFIG`` of that environment, or ``~/.kube/config``: :func:`default_kubeconfig`);
 5. explicit options override what the kubeconfig said.
 
 ``request_timeout`` (not a kubernetes.core option: its 6.x modules have none) bounds
@@ -207,7 +212,20 @@ def _kubeconfig_paths(kubeconfig):
     return os.pathsep.join(paths)
 
 
-def _load_kubeconfig(configuration, auth):
+def default_kubeconfig(environ=None):
+    """The kubeconfig file(s) read when neither ``kubeconfig`` nor ``K8S_AUTH_KUBECONFIG`` names one.
+
+    ``$KUBECONFIG`` of ``environ`` (``os.environ`` when ``None``), else ``~/.kube/config``: the kubernetes library's
+    own rule (``KUBE_CONFIG_DEFAULT_LOCATION`` in ``kubernetes/config/kube_config.py``). The library applies it
+    once, when it is imported: in a module process that is after the task's ``environment:`` was set, in the
+    controller it is before any task. Applied here at every call, a module run in the controller reads the file a
+    module process would.
+    """
+    environ = os.environ if environ is None else environ
+    return environ.get("KUBECONFIG", "~/.kube/config")
+
+
+def _load_kubeconfig(configuration, auth, environ=None):
     kubeconfig = auth.get("kubeconfig")
     context = auth.get("context")
     # persist_config: a refreshed token (OIDC and the like) is written back to the kubeconfig file.
@@ -221,7 +239,9 @@ def _load_kubeconfig(configuration, auth):
                 persist_config=False,
             )
         elif kubeconfig is None or isinstance(kubeconfig, str):
-            config_file = _kubeconfig_paths(kubeconfig) if kubeconfig else None
+            # A file named by the task must exist; the default is read as the kubernetes library reads it
+            # (missing files of a $KUBECONFIG list skipped).
+            config_file = _kubeconfig_paths(kubeconfig) if kubeconfig else default_kubeconfig(environ)
             k8s_config.load_kube_config(
                 config_file=config_file,
                 context=context,
@@ -237,7 +257,10 @@ def _load_kubeconfig(configuration, auth):
     except K8sAuthError:
         raise
     except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
-        where = "the kubeconfig dict" if isinstance(kubeconfig, dict) else (kubeconfig or "the default kubeconfig")
+        if isinstance(kubeconfig, dict):
+            where = "the kubeconfig dict"
+        else:
+            where = kubeconfig or "the default kubeconfig {0}".format(default_kubeconfig(environ))
         hint = " (context {0!r})".format(context) if context else ""
         raise K8sAuthError("could not load {0}{1}: {2}".format(where, hint, exc))
 
@@ -282,13 +305,13 @@ def build_configuration(params, environ=None, pool_maxsize=None):
     if _has_own_credentials(auth):
         pass
     elif auth.get("kubeconfig") or auth.get("context"):
-        _load_kubeconfig(configuration, auth)
+        _load_kubeconfig(configuration, auth, environ)
     else:
         try:
             k8s_config.load_incluster_config(client_configuration=configuration)
         except ConfigException:
             try:
-                _load_kubeconfig(configuration, auth)
+                _load_kubeconfig(configuration, auth, environ)
             except K8sAuthError as exc:
                 raise K8sAuthError(
                     "no Kubernetes credentials found: not running in a cluster and {0}. "

@@ -19,8 +19,8 @@ description:
     its API calls instead of a Python process that imports C(kubernetes) (about 0.8 s). On any other connection
     (a task delegated to a host that holds the kubeconfig) it runs there as a module, with the same code. The
     variable C(gpushare_in_controller=false) makes it run as a module everywhere.
-  - Takes the collection's auth options (kubernetes.core's and O(request_timeout)); with a local connection the
-    C(K8S_AUTH_*) variables are read from the controller's environment.
+  - Takes the collection's auth options (kubernetes.core's and O(request_timeout)); the C(K8S_AUTH_*) variables
+    are read as kubernetes.core's modules read them, the task's C(environment) over the controller's, on either path.
   - In check mode the API server is asked for a dry run, so the diff is what the server would store.
 extends_documentation_fragment:
   - kubernetes.core.k8s_name_options

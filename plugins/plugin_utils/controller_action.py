@@ -14,13 +14,20 @@ the same argument spec and checks, the same code, the same result. When the task
 not local (a task delegated to a bastion that holds the kubeconfig), the module runs on that host
 as any module does. The variable ``gpushare_in_controller: false`` runs it as a module everywhere
 (the benchmarks compare both ways).
+
+The module runs with the environment its process would have had: the task's ``environment:`` (computed and
+templated by ansible-core's own ``ActionBase._compute_environment_string``, as for a module process) is put over
+``os.environ`` while ``main()`` runs, so the ``K8S_AUTH_*`` variables, ``KUBECONFIG`` and the rest reach the
+module exactly as they reach kubernetes.core's modules (module_utils/k8s_auth.py reads them at the call).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import importlib
+import os
 from collections.abc import Mapping
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
@@ -213,11 +220,46 @@ def _freeze():
     gc.freeze()
 
 
-def run_in_process(module_file, args, check_mode=False, diff=False):
-    """Run ``module_file.main`` with these arguments in this process; return its result."""
+def task_environment(action):
+    """The variables a module process of ``action``'s task would be started with, over the connection's own.
+
+    The task's ``environment:`` (play, blocks and task merged in ansible-core's order, templated with the task's
+    variables) as ansible-core's ``ActionBase._compute_environment_string`` computes it for a module, each value as
+    text, as the shell prefix of the module's command writes it (``True`` is ``"True"``).
+    """
+    environment = {}
+    action._compute_environment_string(environment)  # pylint: disable=protected-access
+    return {str(plain(name)): str(plain(value)) for name, value in environment.items()}
+
+
+@contextlib.contextmanager
+def process_environment(environment):
+    """``os.environ`` with ``environment`` over it while the block runs, and as it was afterwards.
+
+    A module process of the task starts with the controller's environment plus these variables (its command's
+    prefix), and its code reads them through ``os.environ``: kubernetes.core's ``K8S_AUTH_*`` fallbacks, the
+    kubernetes library's ``KUBECONFIG``, in-cluster and exec-plugin variables, a program the module starts. The
+    action plugin runs in the task's own forked worker, so no other task sees the change, and it is undone when the
+    module returns.
+    """
+    saved = {name: os.environ.get(name) for name in environment}
+    try:
+        os.environ.update(environment)
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def run_in_process(module_file, args, check_mode=False, diff=False, environment=None):
+    """Run ``module_file.main`` with these arguments in this process, ``environment`` over ``os.environ``; return its result."""
     module_class = bound_module(args, check_mode, diff, module_file.__name__.rsplit(".", 1)[-1])
     try:
-        module_file.main(module_class=module_class)
+        with process_environment(environment or {}):
+            module_file.main(module_class=module_class)
     except ModuleDone as done:
         return done.result
     return dict(failed=True, msg="%s returned without a result" % module_file.__name__)
@@ -251,5 +293,6 @@ class ControllerAction(ActionBase):
         # -vvv says where the work runs, as the connection's "<host> EXEC" line does for a module process.
         display.vvv("RUN %s.%s IN THE CONTROLLER (no module process)" % (COLLECTION, self.MODULE), host=self._play_context.remote_addr)
         result.update(run_in_process(import_module_file(self.MODULE), self._task.args,
-                                     check_mode=bool(self._task.check_mode), diff=bool(self._task.diff)))
+                                     check_mode=bool(self._task.check_mode), diff=bool(self._task.diff),
+                                     environment=task_environment(self)))
         return result

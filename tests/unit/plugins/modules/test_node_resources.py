@@ -460,9 +460,8 @@ def test_bad_kubeconfig_type():
 
 def test_no_credentials_anywhere(monkeypatch, tmp_path):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    monkeypatch.setattr(k8s_auth.k8s_config.kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(tmp_path / "none"))
     with pytest.raises(k8s_auth.K8sAuthError) as err:
-        k8s_auth.build_configuration({}, environ={})
+        k8s_auth.build_configuration({}, environ={"KUBECONFIG": str(tmp_path / "none")})
     assert str(err.value).startswith("no Kubernetes credentials found: not running in a cluster and ")
 
 
