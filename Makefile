@@ -13,7 +13,7 @@ export ANSIBLE_HOME ?= $(HOME)/.ansible
 PLAYBOOK := ansible-playbook
 PYTEST := $(VENV)/bin/python -m pytest
 
-.PHONY: help setup venv link cluster cluster-down lab dra cluster-operator cluster-operator-down lab-operator test unit integration molecule sanity lint build clean
+.PHONY: help setup venv link cluster cluster-down lab dra cluster-operator cluster-operator-down lab-operator test unit integration molecule sanity lint build clean tables
 
 help:
 	@echo "make lab           set up, build the control plane if needed, start the local cluster, run the lab"
@@ -23,6 +23,7 @@ help:
 	@echo "make dra           the same lab on Dynamic Resource Allocation (its own nodes on the lab cluster)"
 	@echo "make lab-operator  the whole lab in operator mode on cluster gpushare-operator (GPU Operator stand-in)"
 	@echo "make build         build the collection tarball"
+	@echo "make tables        regenerate NVIDIA's hardware tables (plugins/module_utils/gpu_tables.py) from go-nvml's mock"
 
 setup: venv link
 
@@ -117,6 +118,12 @@ test: cluster
 	  sed -n '/slowest .*durations/,$$p' $(LIVE_LOG) | cut -c1-400; \
 	  echo "[test] live tests exit $$pytest_rc, molecule exit $$molecule_rc, sanity exit $$sanity_rc, lint exit $$lint_rc"; \
 	  test $$pytest_rc -eq 0 && test $$molecule_rc -eq 0 && test $$sanity_rc -eq 0 && test $$lint_rc -eq 0
+
+# NVIDIA's hardware tables: tools/gpu-tables (its go.mod pins go-nvml) built into the user's cache, then run.
+# tests/integration/test_gpu_tables.py regenerates the file the same way and compares it byte for byte.
+GPU_TABLES := plugins/module_utils/gpu_tables.py
+tables:
+	@bin=$$(tools/gpu-tables/build.sh) && "$$bin" -o $(GPU_TABLES) && echo "[tables] wrote $(GPU_TABLES) with $$bin"
 
 build: setup
 	ansible-galaxy collection build --force --output-path $(CURDIR)
