@@ -312,7 +312,7 @@ def test_whole_files_agree_with_kubectl(kubectl, name):
     sent, stderr, code = kubectl_objects(kubectl, text)
     if read == REFUSED:
         # refused where kubectl refuses the file or sends other objects than a YAML loader reads, or on purpose (below)
-        loaded = [doc for doc in yaml.safe_load_all(text.lstrip("\ufeff"))] if _yaml_loads(text) else None
+        loaded = list(yaml.safe_load_all(text.lstrip("\ufeff"))) if _yaml_loads(text) else None
         differs = code != 0 or loaded is None or canon(list(sent.values())) != canon([doc for doc in loaded if doc])
         assert differs != (name in REFUSED_THOUGH_READ_ALIKE), (name, sent, stderr)
         return
@@ -512,17 +512,24 @@ def test_quantities_agree_with_the_api_server(kubectl):
 # ---------------------------------------------------------------------------
 # the generated family: how kubectl turns a file into objects (items, anchors, merges, alias budgets)
 
+def _template(spec, selector=True):
+    """A controller's Pod template (and its selector) around ``spec``."""
+    if not selector:
+        return {"template": {"spec": dict(spec, restartPolicy="Never")}}
+    return {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": spec}}
+
+
 WORKLOAD_SHAPES = {
     # kind: (apiVersion, body around a Pod spec); the spec is the API's own shape for the kind
     "Pod": ("v1", lambda spec: {"spec": spec}),
     "PodTemplate": ("v1", lambda spec: {"template": {"spec": spec}}),
-    "ReplicationController": ("v1", lambda spec: {"spec": {"selector": {"a": "b"}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": spec}}}),
-    "Deployment": ("apps/v1", lambda spec: {"spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": spec}}}),
-    "StatefulSet": ("apps/v1", lambda spec: {"spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": spec}}}),
-    "DaemonSet": ("apps/v1", lambda spec: {"spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": spec}}}),
-    "ReplicaSet": ("apps/v1", lambda spec: {"spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": spec}}}),
-    "Job": ("batch/v1", lambda spec: {"spec": {"template": {"spec": dict(spec, restartPolicy="Never")}}}),
-    "CronJob": ("batch/v1", lambda spec: {"spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": dict(spec, restartPolicy="Never")}}}}}),
+    "ReplicationController": ("v1", lambda spec: {"spec": dict(_template(spec), selector={"a": "b"})}),
+    "Deployment": ("apps/v1", lambda spec: {"spec": _template(spec)}),
+    "StatefulSet": ("apps/v1", lambda spec: {"spec": _template(spec)}),
+    "DaemonSet": ("apps/v1", lambda spec: {"spec": _template(spec)}),
+    "ReplicaSet": ("apps/v1", lambda spec: {"spec": _template(spec)}),
+    "Job": ("batch/v1", lambda spec: {"spec": _template(spec, selector=False)}),
+    "CronJob": ("batch/v1", lambda spec: {"spec": {"schedule": "* * * * *", "jobTemplate": {"spec": _template(spec, selector=False)}}}),
 }
 OTHER_KINDS = {"ConfigMap": "v1", "Service": "v1", "Secret": "v1", "List": "v1", "PodList": "v1", "DeploymentList": "apps/v1", "JobList": "batch/v1"}
 
@@ -563,8 +570,8 @@ def items_family():
             workload_object("Pod", prefix + "-null-next", "next", 2), sort_keys=False)
     listed = workload_object("Pod", "nested-items-null", "inner", 3)
     cases["nested-items-null"] = flow({"apiVersion": "v1", "kind": "List", "items": [dict(listed, items=None)]})
-    cases["nested-items-mapping"] = flow({"apiVersion": "v1", "kind": "List", "items": [dict(listed, metadata={"name": "nested-items-mapping"},
-                                                                                            items={"a": "b"})]})
+    mapped = dict(listed, metadata={"name": "nested-items-mapping"}, items={"a": "b"})
+    cases["nested-items-mapping"] = flow({"apiVersion": "v1", "kind": "List", "items": [mapped]})
     cases["nested-list"] = flow({"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "List", "items": [listed]}]})
     cases["list-kindless-item"] = flow({"apiVersion": "v1", "kind": "List", "items": [{"metadata": {"name": "list-kindless-item"}}]})
     cases["item-without-apiversion"] = flow({"apiVersion": "v1", "kind": "List", "items": [dict(listed, apiVersion=None)]}).replace(
@@ -621,8 +628,8 @@ def anchors_family():
     # across documents and list items: an aliased Pod sent twice, an anchor per document
     pod = "{apiVersion: v1, kind: Pod, metadata: {name: alias-item}, spec: {containers: [{name: twice, image: x, resources: {limits: {nvidia.com/gpu: 2}}}]}}"
     cases["alias-item"] = "apiVersion: v1\nkind: List\nitems: [&p %s, *p]\n" % pod
-    cases["anchor-per-document"] = (ANCHOR_POD.replace("NAME", "anchor-per-document").replace("SPEC", "spec: *spec")
-                                    + "---\n" + ANCHOR_POD.replace("NAME", "anchor-per-document-2").replace("SPEC", "spec: {containers: [{name: d, image: x}]}"))
+    second = ANCHOR_POD.replace("NAME", "anchor-per-document-2").replace("SPEC", "spec: {containers: [{name: d, image: x}]}")
+    cases["anchor-per-document"] = ANCHOR_POD.replace("NAME", "anchor-per-document").replace("SPEC", "spec: *spec") + "---\n" + second
     return cases
 
 
