@@ -37,11 +37,13 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 try:
+    from . import gpu_products as _products
     from . import mig as _mig
     from .errors import ApiCallError, InputError
     from .gpu_features import gpu_memory_mib
     from .quantity import parse_quantity
 except ImportError:  # loaded as plain modules, next to each other
+    import gpu_products as _products  # type: ignore[no-redef]
     import mig as _mig  # type: ignore[no-redef]
     from errors import ApiCallError, InputError  # type: ignore[no-redef]
     from gpu_features import gpu_memory_mib  # type: ignore[no-redef]
@@ -86,17 +88,10 @@ MAX_DEVICES_WITH_COUNTERS = 64
 MAX_COUNTER_SETS = 8
 
 # What NVML would report on the simulated GPUs (the lab has no driver; these are the attribute values
-# a claim may select on). Architecture and CUDA compute capability per product of the MIG table.
-_PRODUCT_FACTS = {
-    "A100-SXM4-40GB": ("Ampere", "8.0.0"),
-    "A100-SXM4-80GB": ("Ampere", "8.0.0"),
-    "A30-24GB": ("Ampere", "8.0.0"),
-    "H100-80GB": ("Hopper", "9.0.0"),
-    "H200-141GB": ("Hopper", "9.0.0"),
-}
+# a claim may select on): brand, architecture and CUDA compute capability come from NVIDIA's hardware
+# tables (gpu_products); the driver and CUDA versions are the lab's.
 SIMULATED_DRIVER_VERSION = "580.82.7"
 SIMULATED_CUDA_DRIVER_VERSION = "13.0.0"
-BRAND = "Nvidia"
 
 _DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -227,13 +222,13 @@ def gpu_uuid(node_name, index):
 
 
 def _attributes(node, kind):
-    architecture, capability = _PRODUCT_FACTS[node["canonical"]]
+    facts = node["canonical"]
     return {
         "type": {"string": kind},
         "productName": {"string": node["product"]},
-        "brand": {"string": BRAND},
-        "architecture": {"string": architecture},
-        "cudaComputeCapability": {"version": capability},
+        "brand": {"string": _products.brand(facts)},
+        "architecture": {"string": _products.architecture(facts)},
+        "cudaComputeCapability": {"version": "%d.%d.0" % _products.cuda_compute_capability(facts)},
         "driverVersion": {"version": SIMULATED_DRIVER_VERSION},
         "cudaDriverVersion": {"version": SIMULATED_CUDA_DRIVER_VERSION},
     }

@@ -28,10 +28,12 @@ import re
 
 try:
     from . import device_plugin as _dp
+    from . import gpu_products as _products
     from . import mig as _mig
     from .errors import InputError
 except ImportError:  # loaded as plain modules, next to each other
     import device_plugin as _dp  # type: ignore[no-redef]
+    import gpu_products as _products  # type: ignore[no-redef]
     import mig as _mig  # type: ignore[no-redef]
     from errors import InputError  # type: ignore[no-redef]
 
@@ -52,18 +54,6 @@ MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
 SHARED_SUFFIX = "-SHARED"
 MIXED = "mixed"
 
-# Total framebuffer memory in MiB, per product, as NVML reports it (nvidia-smi --query-gpu=memory.total);
-# GFD copies that number into nvidia.com/gpu.memory. Values as nvidia-smi prints them on each board
-# (H100 and H200 report slightly less than their marketing size), taken from the project's issue 5
-# ("Beyond the lab"); the products are the ones of the MIG geometry table in mig.py.
-_MEMORY_MIB = {
-    "A100-SXM4-40GB": 40960,
-    "A100-SXM4-80GB": 81920,
-    "H100-80GB": 81559,
-    "H200-141GB": 143771,
-    "A30-24GB": 24576,
-}
-
 _GPU_SUFFIXES = ("count", "product", "replicas", "sharing-strategy", "memory")
 MANAGED_LABELS = tuple(GPU + suffix for suffix in _GPU_SUFFIXES) + (MIG_STRATEGY_LABEL, MIG_CAPABLE_LABEL)
 _MIG_SUFFIXES = ("count", "replicas", "sharing-strategy", "product", "memory")
@@ -80,27 +70,24 @@ def _is_int(value):
 
 
 def memory_products():
-    """Products whose memory size is known (canonical names, without ``NVIDIA-``)."""
-    return sorted(_MEMORY_MIB)
+    """Products whose memory size is known (canonical names, without ``NVIDIA-``): every product of the tables."""
+    return _products.products()
 
 
 def _canonical(product, where):
-    """Canonical product name (the MIG table's normalisation), or FeatureError naming the known products."""
+    """Canonical product name (:mod:`gpu_products`), or FeatureError naming the known products."""
     fix = "use one of %s (the NVIDIA- prefix is optional), e.g. NVIDIA-A100-SXM4-80GB" % ", ".join(memory_products())
     if not isinstance(product, str) or not product.strip():
         raise FeatureError(where, "must be a GPU product name, got %r" % (product,), fix)
-    try:
-        name = _mig.canonical_product(product)
-    except _mig.MigError:
-        raise FeatureError(where, "no memory size known for product %r" % (product,), fix) from None
-    if name not in _MEMORY_MIB:  # pragma: no cover - both tables list the same products
+    name = _products.canonical(product)
+    if name is None:
         raise FeatureError(where, "no memory size known for product %r" % (product,), fix)
     return name
 
 
 def gpu_memory_mib(product, where="product"):
-    """Total memory of one GPU of ``product`` in MiB (the ``nvidia.com/gpu.memory`` label)."""
-    return _MEMORY_MIB[_canonical(product, where)]
+    """Total memory of one GPU of ``product`` in MiB, as NVML reports it (the ``nvidia.com/gpu.memory`` label)."""
+    return _products.memory_mib(_canonical(product, where))
 
 
 def _label_value(value, where):
@@ -235,7 +222,7 @@ def feature_labels(node, advertised, config=None, default_product=None, mig_stra
             mig_strategy = normalised.get("flags", {}).get("migStrategy", "none")
         if mig_strategy != "none":
             labels[MIG_STRATEGY_LABEL] = mig_strategy
-    labels[MIG_CAPABLE_LABEL] = "true" if _mig.canonical_product(product) in _mig.products() else "false"
+    labels[MIG_CAPABLE_LABEL] = "true" if _products.canonical(product) in _mig.products() else "false"
     return {key: str(value) for key, value in sorted(labels.items())}
 
 

@@ -4,8 +4,8 @@
 
 """MIG geometry: which profiles a GPU product offers, how many instances fit, what a node advertises.
 
-Only products and numbers from the collection's reference table are known; memory sizes
-are given where the table gives them and are ``None`` otherwise. Pure Python.
+Every product, profile, instance count, memory size and placement is NVIDIA's, read from the hardware
+tables (:mod:`gpu_products` over :mod:`gpu_tables`, generated from go-nvml's mock NVML). Pure Python.
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from __future__ import annotations
 import re
 
 try:
+    from . import gpu_products as _products
     from .errors import InputError
 except ImportError:  # loaded as a plain module, next to errors.py
+    import gpu_products as _products  # type: ignore[no-redef]
     from errors import InputError  # type: ignore[no-redef]
 
 
@@ -31,49 +33,9 @@ __all__ = [
 ]
 
 RESOURCE_PREFIX = "nvidia.com/mig-"
-PRODUCT_PREFIX = "NVIDIA-"
+PRODUCT_PREFIX = _products.PREFIX
 
-# product -> ((profile, max instances per GPU, memory MiB or None), ...)
-_A100_80GB = (
-    ("1g.10gb", 7, 9856),
-    ("1g.20gb", 4, 19968),
-    ("2g.20gb", 3, None),
-    ("3g.40gb", 2, None),
-    ("4g.40gb", 1, None),
-    ("7g.80gb", 1, None),
-)
-_GEOMETRY = {
-    "A100-SXM4-40GB": (
-        ("1g.5gb", 7, 4864),
-        ("1g.10gb", 4, 9856),
-        ("2g.10gb", 3, None),
-        ("3g.20gb", 2, None),
-        ("4g.20gb", 1, None),
-        ("7g.40gb", 1, None),
-    ),
-    "A100-SXM4-80GB": _A100_80GB,
-    # Same profile names and counts as the 80 GB A100; the table gives no memory sizes for it.
-    "H100-80GB": tuple((name, count, None) for name, count, _memory in _A100_80GB),
-    "H200-141GB": (
-        ("1g.18gb", 7, None),
-        ("1g.35gb", 4, None),
-        ("2g.35gb", 3, None),
-        ("3g.71gb", 2, None),
-        ("4g.71gb", 1, None),
-        ("7g.141gb", 1, None),
-    ),
-    "A30-24GB": (
-        ("1g.6gb", 4, None),
-        ("2g.12gb", 2, None),
-        ("4g.24gb", 1, None),
-    ),
-}
-_ALIASES = {
-    "H100-SXM5-80GB": "H100-80GB",
-    "H100-80GB-HBM3": "H100-80GB",
-}
 _PROFILE_RE = re.compile(r"^[1-9][0-9]*g\.[1-9][0-9]*gb(\+me)?$")
-_SIZES_RE = re.compile(r"^([1-9][0-9]*)g\.([1-9][0-9]*)gb")
 
 
 class MigError(InputError):
@@ -99,31 +61,41 @@ def _show(value):
 
 
 def products():
-    """The known products (canonical names, without the ``NVIDIA-`` prefix)."""
-    return sorted(_GEOMETRY)
+    """The products with MIG profiles (canonical names, without the ``NVIDIA-`` prefix)."""
+    return _products.mig_products()
 
 
 def canonical_product(product, where=None):
-    """``NVIDIA-A100-SXM4-80GB`` -> ``A100-SXM4-80GB``; accepts the H100 spellings. Raises :class:`MigError`."""
+    """``NVIDIA-A100-SXM4-80GB`` -> ``A100-SXM4-80GB``; accepts the aliases of :mod:`gpu_products`. Raises :class:`MigError`."""
     fix = "use one of %s (the NVIDIA- prefix of the gpu.product label is optional)" % ", ".join(products())
     if not isinstance(product, str) or not product:
         raise MigError(_path(where, "product"), "must be a GPU product name, got %s" % _show(product), fix)
-    name = product.strip().upper()
-    if name.startswith(PRODUCT_PREFIX):
-        prefix_length = len(PRODUCT_PREFIX)
-        name = name[prefix_length:]
-    name = _ALIASES.get(name, name)
-    if name not in _GEOMETRY:
+    name = _products.canonical(product)
+    if name not in products():
         raise MigError(_path(where, "product"), "no MIG geometry known for product %s" % _show(product), fix)
     return name
 
 
+def _mig_profiles(product):
+    """The tables' MIG profiles of a canonical product an inventory may lay out, smallest first.
+
+    Media-extension profiles (``+me``, one instance per GPU) stay in the tables only: they take the GPU's one
+    set of JPEG and OFA engines, which neither the layouts nor the DRA counters of this model hold yet.
+    """
+    return tuple(p for p in _products.mig_profiles(product) if "+" not in p["name"])
+
+
+def _geometry(product):
+    """``((profile, max instances, memory MiB), ...)`` of a canonical product, smallest profile first."""
+    return tuple((p["name"], p["instances"], p["memory_mib"]) for p in _mig_profiles(product))
+
+
 def _table(product, where):
-    return _GEOMETRY[canonical_product(product, where)]
+    return _geometry(canonical_product(product, where))
 
 
 def _profile_list(product):
-    return ", ".join("%s x%d" % (name, count) for name, count, _memory in _GEOMETRY[product])
+    return ", ".join("%s x%d" % (name, count) for name, count, _memory in _geometry(product))
 
 
 def resource_name(profile, where=None):
@@ -138,14 +110,14 @@ def resource_name(profile, where=None):
 
 
 def profiles(product):
-    """``{profile: {"max": n, "memory_mib": MiB or None, "resource": name}}`` for ``product``, in table order."""
+    """``{profile: {"max": n, "memory_mib": MiB, "resource": name}}`` for ``product``, smallest profile first."""
     return {name: {"max": count, "memory_mib": memory, "resource": resource_name(name)} for name, count, memory in _table(product, None)}
 
 
 def max_instances(product, profile, where=None):
     """How many ``profile`` instances fit on one GPU of ``product``. Raises :class:`MigError`."""
     canonical = canonical_product(product, where)
-    for name, count, _memory in _GEOMETRY[canonical]:
+    for name, count, _memory in _geometry(canonical):
         if name == profile:
             return count
     raise MigError(
@@ -185,33 +157,31 @@ def mig_resources(product, profile, gpus, count_per_gpu=None, where=None):
 
 
 def partition_geometry(product, where=None):
-    """One GPU of ``product`` as the slices its MIG profiles share, derived from the geometry table.
+    """One GPU of ``product`` as the slices its MIG profiles share, from NVIDIA's placements.
 
     Returns ``{"compute_slices": n, "memory_slices": m, "profiles": {profile: {"compute": c, "memory":
-    k, "placements": (start, ...), "max": n, "memory_mib": MiB or None}}}`` in table order:
+    k, "placements": (start, ...), "max": n, "memory_mib": MiB}}}``, smallest profile first:
 
-    - a profile ``<c>g.<size>gb`` takes ``c`` compute slices; the GPU has as many as its largest profile;
-    - it takes ``size / smallest size`` memory slices (rounded: 141 GB over 18 GB slices is 8), the GPU
-      as many as its largest profile;
-    - its instances start on a multiple of its memory slices, the first ``max`` such starts (the table's
-      instance count): 1g.10gb at 0..6, 2g.20gb at 0, 2 and 4, 3g.40gb at 0 and 4, 7g.80gb at 0, as
-      ``nvidia-smi mig -lgipp`` lists them on an A100.
+    - a profile takes its NVML slice count of compute slices; the GPU has as many as its largest profile;
+    - it takes the size of its NVML placements in memory slices; the GPU has as many as the placements
+      reach (8 on an A100, 7 on go-nvml's H100, H200 and B200);
+    - its instances start at the first ``max`` (the profile's instance count) of its possible placements:
+      1g.10gb at 0..6, 2g.20gb at 0, 2 and 4, 3g.40gb at 0 and 4, 7g.80gb at 0 on an A100, as
+      ``nvidia-smi mig -lgipp`` lists them.
 
     A DRA driver publishes these as counters shared by every profile's devices, so the scheduler never
     over-commits the GPU: the table's counts and nothing beyond follow from the counters alone.
     """
-    table = _table(product, where)
-    sizes = {}
-    for name, _count, _memory in table:
-        match = _SIZES_RE.match(name)
-        sizes[name] = (int(match.group(1)), int(match.group(2)))
-    smallest = min(memory for _compute, memory in sizes.values())
-    compute_slices = max(compute for compute, _memory in sizes.values())
-    memory_slices = max(int(round(memory / float(smallest))) for _compute, memory in sizes.values())
+    canonical = canonical_product(product, where)
+    table = _mig_profiles(canonical)
+    compute_slices = max(p["slices"] for p in table)
+    memory_slices = max(start + size for p in table for start, size in p["placements"])
     result = {}
-    for name, count, memory_mib in table:
-        compute, memory = sizes[name]
-        size = int(round(memory / float(smallest)))
-        starts = tuple(range(0, memory_slices - size + 1, size))[:count]
-        result[name] = {"compute": compute, "memory": size, "placements": starts, "max": count, "memory_mib": memory_mib}
+    for profile in table:
+        sizes = set(size for _start, size in profile["placements"])
+        if len(sizes) != 1:  # pragma: no cover - NVML gives one size per profile
+            raise MigError(_path(where, "product"), "%s of %s has placements of several sizes" % (profile["name"], canonical), "regenerate the tables")
+        starts = tuple(start for start, _size in profile["placements"])[:profile["instances"]]
+        result[profile["name"]] = {"compute": profile["slices"], "memory": sizes.pop(), "placements": starts,
+                                   "max": profile["instances"], "memory_mib": profile["memory_mib"]}
     return {"compute_slices": compute_slices, "memory_slices": memory_slices, "profiles": result}

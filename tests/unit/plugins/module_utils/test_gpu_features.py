@@ -28,7 +28,9 @@ MIG_NODE = {"name": "lab-node-2", "gpus": 2, "mig": {"product": A100, "profile":
 
 
 def test_memory_table():
-    assert memory_products() == ["A100-SXM4-40GB", "A100-SXM4-80GB", "A30-24GB", "H100-80GB", "H200-141GB"]
+    assert memory_products() == [
+        "A100-PCIE-40GB", "A100-PCIE-80GB", "A100-SXM4-40GB", "A100-SXM4-80GB", "A30-PCIE-24GB", "B200-180GB-HBM3e", "H100-80GB-HBM3", "H200-141GB-HBM3e",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -36,10 +38,13 @@ def test_memory_table():
     [
         ("NVIDIA-A100-SXM4-40GB", 40960),
         ("A100-SXM4-80GB", 81920),
-        ("NVIDIA-H100-80GB-HBM3", 81559),
-        ("H100-SXM5-80GB", 81559),
-        ("NVIDIA-H200-141GB", 143771),
+        ("NVIDIA-H100-80GB-HBM3", 81920),
+        ("H100-SXM5-80GB", 81920),
+        ("NVIDIA-H200-141GB", 144384),
+        ("NVIDIA-H200-141GB-HBM3e", 144384),
+        ("b200-180gb-hbm3e", 184320),
         ("a30-24gb", 24576),
+        ("A100-PCIE-80GB", 81920),
     ],
 )
 def test_gpu_memory_mib(product, mib):
@@ -72,7 +77,7 @@ def test_mps_node():
     labels = feature_labels({"name": "n", "gpus": 1, "config": "mps"}, {"nvidia.com/gpu": 4}, MPS, "H100-80GB")
     assert labels["nvidia.com/gpu.product"] == "H100-80GB-SHARED"
     assert labels["nvidia.com/gpu.sharing-strategy"] == "mps"
-    assert labels["nvidia.com/gpu.memory"] == "81559"
+    assert labels["nvidia.com/gpu.memory"] == "81920"
 
 
 @pytest.mark.parametrize(
@@ -120,11 +125,11 @@ def test_mig_node():
     }
 
 
-def test_mig_profile_without_known_memory_gets_no_memory_label():
+def test_every_mig_profile_gets_its_memory_label_from_the_tables():
     node = {"name": "m", "gpus": 1, "mig": {"product": "A30-24GB", "profile": "2g.12gb"}}
     labels = feature_labels(node, {"nvidia.com/mig-2g.12gb": 2})
     assert labels["nvidia.com/mig-2g.12gb.count"] == "2"
-    assert "nvidia.com/mig-2g.12gb.memory" not in labels
+    assert labels["nvidia.com/mig-2g.12gb.memory"] == "11672"
 
 
 def test_node_without_gpus_gets_no_label():
@@ -201,13 +206,15 @@ def test_label_patch_removes_stale_managed_labels_only():
         ),
         (
             ({"name": "n", "gpus": 2}, {}, None, "Tesla-T4"),
-            "n.product: no memory size known for product 'Tesla-T4'. Fix: use one of A100-SXM4-40GB, A100-SXM4-80GB, A30-24GB, "
-            "H100-80GB, H200-141GB (the NVIDIA- prefix is optional), e.g. NVIDIA-A100-SXM4-80GB",
+            "n.product: no memory size known for product 'Tesla-T4'. Fix: use one of A100-PCIE-40GB, A100-PCIE-80GB, A100-SXM4-40GB, "
+            "A100-SXM4-80GB, A30-PCIE-24GB, B200-180GB-HBM3e, H100-80GB-HBM3, H200-141GB-HBM3e (the NVIDIA- prefix is optional), "
+            "e.g. NVIDIA-A100-SXM4-80GB",
         ),
         (
             ({"name": "n", "gpus": 2, "product": 80}, {}, None, None),
-            "n.product: must be a GPU product name, got 80. Fix: use one of A100-SXM4-40GB, A100-SXM4-80GB, A30-24GB, "
-            "H100-80GB, H200-141GB (the NVIDIA- prefix is optional), e.g. NVIDIA-A100-SXM4-80GB",
+            "n.product: must be a GPU product name, got 80. Fix: use one of A100-PCIE-40GB, A100-PCIE-80GB, A100-SXM4-40GB, "
+            "A100-SXM4-80GB, A30-PCIE-24GB, B200-180GB-HBM3e, H100-80GB-HBM3, H200-141GB-HBM3e (the NVIDIA- prefix is optional), "
+            "e.g. NVIDIA-A100-SXM4-80GB",
         ),
         (
             ({"name": "n", "gpus": 2, "product": "NVIDIA A100-SXM4-80GB"}, {}, None, None),

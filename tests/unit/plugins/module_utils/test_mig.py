@@ -21,7 +21,9 @@ A100_80_PROFILES = ["1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.8
 
 
 def test_products():
-    assert products() == ["A100-SXM4-40GB", "A100-SXM4-80GB", "A30-24GB", "H100-80GB", "H200-141GB"]
+    assert products() == [
+        "A100-PCIE-40GB", "A100-PCIE-80GB", "A100-SXM4-40GB", "A100-SXM4-80GB", "A30-PCIE-24GB", "B200-180GB-HBM3e", "H100-80GB-HBM3", "H200-141GB-HBM3e",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -30,11 +32,16 @@ def test_products():
         ("NVIDIA-A100-SXM4-80GB", "A100-SXM4-80GB"),
         ("A100-SXM4-80GB", "A100-SXM4-80GB"),
         ("NVIDIA-A100-SXM4-40GB", "A100-SXM4-40GB"),
-        ("H100-80GB", "H100-80GB"),
-        ("NVIDIA-H100-SXM5-80GB", "H100-80GB"),
-        ("NVIDIA-H100-80GB-HBM3", "H100-80GB"),
-        ("H200-141GB", "H200-141GB"),
-        ("NVIDIA-A30-24GB", "A30-24GB"),
+        ("H100-80GB", "H100-80GB-HBM3"),
+        ("NVIDIA-H100-SXM5-80GB", "H100-80GB-HBM3"),
+        ("NVIDIA-H100-80GB-HBM3", "H100-80GB-HBM3"),
+        ("nvidia-h100-80gb-hbm3", "H100-80GB-HBM3"),
+        ("H200-141GB", "H200-141GB-HBM3e"),
+        ("NVIDIA-H200-141GB-HBM3e", "H200-141GB-HBM3e"),
+        ("NVIDIA-A30-24GB", "A30-PCIE-24GB"),
+        ("NVIDIA-A30-PCIE-24GB", "A30-PCIE-24GB"),
+        ("NVIDIA-B200-180GB-HBM3e", "B200-180GB-HBM3e"),
+        ("A100-PCIE-40GB", "A100-PCIE-40GB"),
     ],
 )
 def test_canonical_product(product, canonical):
@@ -56,23 +63,31 @@ def test_canonical_product(product, canonical):
         ("H200-141GB", "1g.35gb", 4),
         ("A30-24GB", "1g.6gb", 4),
         ("A30-24GB", "2g.12gb", 2),
+        ("NVIDIA-B200-180GB-HBM3e", "1g.23gb", 7),
+        ("NVIDIA-B200-180GB-HBM3e", "1g.45gb", 4),
+        ("NVIDIA-A100-PCIE-80GB", "1g.10gb", 7),
     ],
 )
 def test_max_instances(product, profile, count):
     assert max_instances(product, profile) == count
 
 
-def test_profiles_table_with_memory_only_where_known():
+def test_profiles_table_with_nvidias_memory_sizes():
     table = profiles("NVIDIA-A100-SXM4-80GB")
     assert list(table) == A100_80_PROFILES
     assert table["1g.10gb"] == {"max": 7, "memory_mib": 9856, "resource": "nvidia.com/mig-1g.10gb"}
-    assert table["1g.20gb"]["memory_mib"] == 19968
-    assert table["2g.20gb"]["memory_mib"] is None
+    assert [item["memory_mib"] for item in table.values()] == [9856, 19968, 19968, 40192, 40192, 80384]
     assert profiles("A100-SXM4-40GB")["1g.5gb"] == {"max": 7, "memory_mib": 4864, "resource": "nvidia.com/mig-1g.5gb"}
     h100 = profiles("H100-80GB")
     assert list(h100) == A100_80_PROFILES
-    assert all(item["memory_mib"] is None for item in h100.values())
+    assert [item["memory_mib"] for item in h100.values()] == [10240, 20480, 20480, 40960, 40960, 81920]
     assert [item["max"] for item in h100.values()] == [item["max"] for item in table.values()]
+
+
+def test_media_extension_profiles_stay_in_the_tables():
+    assert "1g.10gb+me" not in profiles("A100-SXM4-80GB")
+    with pytest.raises(MigError):
+        max_instances("A100-SXM4-80GB", "1g.10gb+me")
 
 
 def test_profiles_returns_a_fresh_copy():
@@ -108,7 +123,10 @@ def test_validate_layout_returns_count():
 
 
 A100_40_LIST = "1g.5gb x7, 1g.10gb x4, 2g.10gb x3, 3g.20gb x2, 4g.20gb x1, 7g.40gb x1"
-PRODUCTS_FIX = "use one of A100-SXM4-40GB, A100-SXM4-80GB, A30-24GB, H100-80GB, H200-141GB (the NVIDIA- prefix of the gpu.product label is optional)"
+PRODUCTS_FIX = (
+    "use one of A100-PCIE-40GB, A100-PCIE-80GB, A100-SXM4-40GB, A100-SXM4-80GB, A30-PCIE-24GB, B200-180GB-HBM3e, H100-80GB-HBM3, H200-141GB-HBM3e "
+    "(the NVIDIA- prefix of the gpu.product label is optional)"
+)
 
 
 @pytest.mark.parametrize(
