@@ -65,8 +65,7 @@ def test_both_paths_of_this_collection_return_the_same(runs):
 
 @pytest.mark.parametrize("in_controller", [True, False], ids=["controller", "module"])
 def test_a_missing_kubeconfig_in_the_environment_fails_both_and_ours_names_it(runs, in_controller):
-    result, extra, _ = runs[0][in_controller], runs[1], runs[2]
-    missing = result["missing"]
+    missing, extra = runs[0][in_controller]["missing"], runs[1]
     assert "Invalid kube-config file" in missing["core"], missing  # the kubernetes library skips a missing file
     for own in ("own", "predicted", "api_server"):
         assert extra["it_missing_kubeconfig"] in missing[own], missing
