@@ -175,7 +175,8 @@ def test_namespaces_it_creates_carry_the_pod_security_labels():
         }
     bare = [obj for obj in rbac.rbac_objects({"pod_security": {}}) if obj["kind"] == "Namespace"]
     assert {key for obj in bare for key in obj["metadata"]["labels"]} == {"app.kubernetes.io/managed-by", "app.kubernetes.io/part-of"}
-    with pytest.raises(rbac.InputError, match=r"^rbac_pod_security\.enforce: 'strict' is not a Pod Security level\. Fix: use privileged, baseline, restricted$"):
+    message = r"^rbac_pod_security\.enforce: 'strict' is not a Pod Security level\. Fix: use privileged, baseline, restricted$"
+    with pytest.raises(rbac.InputError, match=message):
         rbac.rbac_objects({"pod_security": {"enforce": "strict"}})
 
 
