@@ -36,16 +36,17 @@ trap 'rm -rf "$tmp"' EXIT
 trap 'say "interrupted after $(elapsed); nothing was installed"; exit 130' INT TERM
 say "building $src with $(go env GOVERSION) into $dest (cgo; a cold build takes a minute or two); Go's output in $log"
 # -mod=readonly: the checked-in go.mod and go.sum decide every module version, nothing is resolved anew.
-# A line every 20 s while Go compiles, so a cold build is seen to progress.
-( while sleep 20; do say "still compiling ($(elapsed))"; done ) & ticker=$!
-trap 'kill "$ticker" 2>/dev/null; rm -rf "$tmp"' EXIT
+# A line every GPU_TABLES_HEARTBEAT seconds (20) while Go compiles, so a cold build is seen to progress.
+# One-second sleeps: a sleep left when the ticker is killed holds stderr open for a second at most.
+( n=0; while sleep 1; do n=$((n + 1)); (( n % ${GPU_TABLES_HEARTBEAT:-20} )) || say "still compiling ($(elapsed))"; done ) >/dev/null & ticker=$!
+trap 'kill "$ticker" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 if ! (cd "$src" && CGO_ENABLED=1 go build -mod=readonly -trimpath -ldflags "-s -w" -o "$tmp/gpu-tables" .) >> "$log" 2>&1; then
-  kill "$ticker" 2>/dev/null
+  kill "$ticker" 2>/dev/null || true
   say "failed after $(elapsed); last lines of $log:"
   tail -n 25 "$log" | sed 's/^/  /' >&2
   exit 1
 fi
-kill "$ticker" 2>/dev/null
+kill "$ticker" 2>/dev/null || true
 if ! mv -T "$tmp" "$dest" 2>/dev/null; then
   [[ -x "$dest/gpu-tables" ]] || { say "could not install into $dest"; exit 1; }
   say "a concurrent build installed $dest first; keeping it"
