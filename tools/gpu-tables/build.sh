@@ -16,7 +16,8 @@ src=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${1:-${XDG_CACHE_HOME:-$HOME/.cache}/gpushare}
 version=$(awk '$1 == "github.com/NVIDIA/go-nvml" {print $2}' "$src/go.mod")
 [[ -n "$version" ]] || { echo "[build gpu-tables] $src/go.mod requires no github.com/NVIDIA/go-nvml" >&2; exit 2; }
-digest=$(cd "$src" && cat go.mod go.sum $(ls ./*.go | LC_ALL=C sort) | sha256sum | cut -c1-12)
+digest=$(cd "$src" && find . -maxdepth 1 \( -name go.mod -o -name go.sum -o -name '*.go' \) -print0 | LC_ALL=C sort -z \
+  | xargs -0 cat | sha256sum | cut -c1-12)
 name=gpu-tables-$version-$digest
 dest=$cache/$name
 log=$cache/logs/$name.log
