@@ -433,19 +433,25 @@ def mig_failure_reason(node):
     return failure if isinstance(failure, dict) else None
 
 
-def wait_for_nodes(read_nodes, expected, timeout, interval=0.5, clock=None, sleep=None, stale_grace=2.0):
+def wait_for_nodes(read_nodes, expected, timeout, interval=0.5, clock=None, sleep=None, stale_grace=2.0, progress=None,
+                   progress_interval=30.0):
     """Poll ``read_nodes()`` (``{name: Node}``) until every node matches ``expected`` (``{name: predict()}``).
 
     Returns ``{"matched": bool, "failed": {name: reason}, "differences": {name: [...]}, "elapsed": s, "nodes": {...}}``.
     Stops early when a node's MIG manager reports ``failed`` for the expected layout (a ``failed`` seen
     in the first ``stale_grace`` seconds counts only when it names that layout: it may be a previous
     layout's). A node missing from the cluster is a difference, not an error.
+
+    While nodes are pending, ``progress(line)`` is called every ``progress_interval`` seconds (none when it is
+    ``None`` or the interval is not positive) with :func:`describe_pending`'s line. The wait never sleeps past
+    ``timeout``, and never longer than ``interval`` at a time.
     """
     import time
 
     clock = clock or time.monotonic
     sleep = sleep or time.sleep
     start = clock()
+    next_progress = progress_interval if progress is not None and progress_interval and progress_interval > 0 else None
     while True:
         nodes = read_nodes()
         differences = {}
@@ -467,7 +473,36 @@ def wait_for_nodes(read_nodes, expected, timeout, interval=0.5, clock=None, slee
         elapsed = clock() - start
         if not differences or failed or elapsed >= timeout:
             return {"matched": not differences, "failed": failed, "differences": differences, "elapsed": round(elapsed, 3), "nodes": nodes}
-        sleep(interval)
+        if next_progress is not None and elapsed >= next_progress:
+            progress(describe_pending(nodes, differences, expected, elapsed, timeout))
+            while next_progress <= elapsed:
+                next_progress += progress_interval
+        sleep(max(0.0, min(interval, timeout - elapsed)))
+
+
+def describe_pending(nodes, differences, expected, elapsed, timeout, per_node=3):
+    """One progress line for a wait in progress: the nodes still pending, their MIG state, what they show vs expect.
+
+    ``waiting for the GPU operator: 30s of 1200s, 1 of 3 node(s) pending: lab-node-2 mig.config.state=pending
+    (capacity[nvidia.com/mig-1g.10gb] expected 7, seen absent)``. The MIG state is named for nodes that expect a
+    layout or carry the label (``-`` when unset); at most ``per_node`` differences per node are shown.
+    """
+    parts = []
+    for name in sorted(differences):
+        node = nodes.get(name)
+        found = differences[name]
+        if node is None:
+            parts.append("%s (not in the cluster)" % name)
+            continue
+        labels = _labels(node)
+        state = ""
+        if (expected.get(name) or {}).get("mig_config") or MIG_STATE_LABEL in labels:
+            state = " mig.config.state=%s" % (labels.get(MIG_STATE_LABEL) or "-")
+        shown = "; ".join("%s expected %s, seen %s" % (what, want, seen) for what, want, seen in found[:per_node])
+        more = len(found) - per_node
+        parts.append("%s%s (%s%s)" % (name, state, shown, "; %d more" % more if more > 0 else ""))
+    return "waiting for the GPU operator: %ds of %ss, %d of %d node(s) pending: %s" % (
+        int(elapsed), timeout, len(differences), len(expected), ", ".join(parts))
 
 
 def describe_failure(result, expected, causes, timeout):
