@@ -45,13 +45,29 @@ options:
     type: dict
     required: true
   timeout:
-    description: Seconds to wait for every Node to match.
+    description:
+      - Seconds to wait for every Node to match. The wait returns as soon as they do, so a long timeout costs nothing
+        when the operator is quick.
+      - The default fits a device-plugin re-advertisement on a real cluster (the plugin restarts, re-registers, the
+        kubelet updates the status; GFD relabels). A MIG reconfiguration on a real cluster takes minutes (the MIG
+        manager evicts the GPU clients, may reboot the node), so give it 1200 or more, as P(gpushare.k8s.mig_node#role)
+        does.
+      - The task's C(timeout) keyword (a play's, for example) cuts the task even while it waits, so keep it above this
+        value (the collection's roles set it to this value plus 60 on their wait tasks).
     type: int
-    default: 60
+    default: 300
   interval:
     description: Seconds between two reads of the Nodes.
     type: float
     default: 0.5
+  progress_interval:
+    description:
+      - While Nodes are pending, every this many seconds one line names each pending Node, its
+        C(nvidia.com/mig.config.state) and what it advertises against what is expected. C(0) prints none.
+      - The lines are shown in the run's output when the module runs in the controller (its action plugin, with a
+        local connection, the default); as a module process on another host they are only returned in RV(progress).
+    type: float
+    default: 30.0
   cluster_policy:
     description: Name of the ClusterPolicy, read to explain a mismatch.
     type: str
@@ -75,7 +91,7 @@ EXAMPLES = r"""
   gpushare.k8s.gpu_operator_wait:
     nodes: "{{ gpushare_nodes | gpushare.k8s.gpu_operator_expected(gpushare_device_plugin_configs) }}"
     device_plugin_configmap: device-plugin-configs
-    timeout: 60
+    timeout: 300
 """
 
 RETURN = r"""
@@ -94,6 +110,13 @@ differences:
   returned: always
   type: dict
   sample: {"lab-node-1": [["capacity[nvidia.com/gpu]", "8", "2"]]}
+progress:
+  description: The progress lines written while waiting (see O(progress_interval)).
+  returned: always
+  type: list
+  elements: str
+  sample: ["waiting for the GPU operator: 30s of 1200s, 1 of 3 node(s) pending: lab-node-2 mig.config.state=pending
+    (nvidia.com/mig.config.state expected success, seen pending)"]
 nodes:
   description: Per Node, its GPU resources in allocatable and its MIG state as last read.
   returned: success
@@ -122,8 +145,9 @@ from ansible_collections.gpushare.k8s.plugins.module_utils.node_status import Co
 def argument_spec():
     spec = dict(
         nodes=dict(type="dict", required=True),
-        timeout=dict(type="int", default=60),
+        timeout=dict(type="int", default=300),
         interval=dict(type="float", default=0.5),
+        progress_interval=dict(type="float", default=30.0),
         cluster_policy=dict(type="str", default="cluster-policy"),
         operator_namespace=dict(type="str", default="gpu-operator"),
         device_plugin_configmap=dict(type="str"),
@@ -141,6 +165,10 @@ def _summary(nodes):
             "mig_state": ((node.get("metadata") or {}).get("labels") or {}).get(_op.MIG_STATE_LABEL),
         }
     return summary
+
+
+# Set by the action plugin in the controller: a function that shows one line in the run's output.
+show_progress = None
 
 
 def main(module_class=AnsibleModule):
@@ -161,11 +189,19 @@ def main(module_class=AnsibleModule):
         def read_nodes():
             return {node["metadata"]["name"]: node for node in nodes_api.list_nodes()}
 
+        progress = []
+
+        def report(line):
+            progress.append(line)
+            if show_progress is not None:
+                show_progress(line)
+
         timeout = 0 if module.check_mode else params["timeout"]
-        result = _op.wait_for_nodes(read_nodes, expected, timeout, params["interval"])
+        result = _op.wait_for_nodes(read_nodes, expected, timeout, params["interval"], progress=report,
+                                    progress_interval=params["progress_interval"])
         if result["matched"] or module.check_mode:
             module.exit_json(changed=False, matched=result["matched"], elapsed=result["elapsed"],
-                             differences=result["differences"], nodes=_summary(result["nodes"]))
+                             differences=result["differences"], nodes=_summary(result["nodes"]), progress=progress)
         standin = StandIn(api_client, params["operator_namespace"])
         policy = standin.cluster_policy()
         names = {params["device_plugin_configmap"]}
@@ -184,11 +220,13 @@ def main(module_class=AnsibleModule):
             want = dict(expected[name], configmap=params["device_plugin_configmap"])
             causes[name] = _op.likely_causes(node, want, policy, configmaps, params["operator_namespace"])
         module.fail_json(msg=_op.describe_failure(result, expected, causes, params["timeout"]), matched=False,
-                         elapsed=result["elapsed"], differences=result["differences"], nodes=_summary(result["nodes"]))
+                         elapsed=result["elapsed"], differences=result["differences"], nodes=_summary(result["nodes"]),
+                         progress=progress)
     except (K8sAuthError, ApiCallError, _op.OperatorError) as exc:
-        module.fail_json(msg=str(exc), differences={})
+        module.fail_json(msg=str(exc), differences={}, progress=[])
     except Exception as exc:  # an unexpected failure still ends as a message, not a traceback
-        module.fail_json(msg="unexpected error: %s: %s" % (type(exc).__name__, exc), exception=traceback.format_exc(), differences={})
+        module.fail_json(msg="unexpected error: %s: %s" % (type(exc).__name__, exc), exception=traceback.format_exc(), differences={},
+                         progress=[])
 
 
 if __name__ == "__main__":
