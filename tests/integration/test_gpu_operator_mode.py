@@ -10,7 +10,9 @@ In order, on one cluster:
 5. a layout the GPUs cannot hold ends in mig.config.state=failed, and the role fails with the reason;
 6. stand-in stopped: step 2 fails naming what did not happen; the test answering as the operator
    would lets the role pass; after a restart the lab completes;
-7. API server and stand-in restarts leave no stale advertisement.
+7. a wait longer than the play's task cap is not cut (the wait task's own timeout is above it), and prints a progress
+   line naming the pending node and its mig.config.state every progress_interval;
+8. API server and stand-in restarts leave no stale advertisement.
 """
 from __future__ import annotations
 
@@ -251,6 +253,45 @@ def answer_as_operator(cluster, tmp_path):
         text = output(proc)
         assert proc.returncode != 0, tail(proc)
         assert f"{name}: after 3s the operator does not advertise" in text and "expected 1, seen 4" in text and "no operator answered" in text, tail(proc)
+    finally:
+        core.delete_node(name)
+
+
+@pytest.mark.parametrize("role", ["node_sharing", "mig_node"])
+def test_a_wait_longer_than_the_play_cap_is_not_cut_and_reports_progress(cluster, role):
+    """A play capping each task at 4 s, a wait of 10 s on a node no operator answers for (the stand-in acts only on nodes
+    with simulated GPUs): the wait task's own timeout is above its wait, so the wait's message wins (the same holds for the
+    lab's 180 s cap and a real cluster's 1200 s MIG wait), and a progress line names the node every 2 s."""
+    core = cluster.core
+    name = f"it-pending-{role.replace('_', '-')}"
+    core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": name, "annotations": {"kwok.x-k8s.io/node": "fake"}, "labels": {"kubernetes.io/hostname": name, "type": "kwok"}}})
+    try:
+        step = "device_plugin_timeout" if role == "node_sharing" else "mig_timeout"
+        role_vars = {"gpushare_kubeconfig": str(cluster.kubeconfig), "it_play_timeout": 4, "it_role": f"gpushare.k8s.{role}",
+                     f"{role}_mode": "operator", f"{role}_configs": LAB_VARS["gpushare_device_plugin_configs"],
+                     f"{role}_operator": {step: 10, "progress_interval": 2}}
+        if role == "node_sharing":
+            role_vars.update(node_sharing_nodes=[{"name": name, "gpus": 1, "config": "shared"}], node_sharing_check_config_labels=False)
+        else:
+            role_vars.update(mig_node_nodes=[{"name": name, "gpus": 2, "mig": {"product": A100_80, "profile": "1g.10gb", "gpus": 1}}])
+        started = time.monotonic()
+        proc = playbook("tests/integration/playbooks/operator_wait_capped.yml", role_vars)
+        elapsed = time.monotonic() - started
+        text = output(proc)
+        assert proc.returncode != 0, tail(proc)
+        assert f"{name}: after 10s the operator does not advertise what the config model predicts" in text, tail(proc)
+        assert "timed out" not in text.lower() and "timedout" not in text, tail(proc)
+        assert elapsed >= 10, elapsed
+        # the lines printed while waiting (the result's own list of them comes with the failure, after)
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("[localhost] waiting for the GPU operator: ")]
+        assert len(lines) >= 3, tail(proc)
+        assert all(f"s of 10s, 1 of 1 node(s) pending: {name}" in line for line in lines), lines
+        if role == "mig_node":
+            # no MIG manager answers: the state label is unset, and the line says so
+            assert f"{name} mig.config.state=- (" in lines[0] and "capacity[nvidia.com/mig-1g.10gb] expected 7, seen absent" in lines[0], lines
+        else:
+            assert "capacity[nvidia.com/gpu] expected 4, seen absent" in lines[0], lines
     finally:
         core.delete_node(name)
 
