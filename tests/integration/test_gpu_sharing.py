@@ -1,0 +1,188 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The configure-only entry point, playbooks/gpu_sharing.yml, as a user runs it: the README's inventory, copied verbatim into
+a file of the user's given with -i, against an operator-mode lab cluster of this module's own (the GPU Operator stand-in).
+
+In order, on one cluster:
+1. --check writes nothing;
+2. pools chosen by label: the nodes advertise what their pools ask (4 slots per GPU; every GPU split into 1g.10gb), the
+   unlabelled GPU node is named in a warning, and no Pod, namespace, quota or admission policy is created;
+3. a re-run changes nothing;
+4. a node labelled into a pool after the first run is configured by the next run, which changes nothing else;
+5. two pools matching one node stop the run before any write.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+from kubernetes import client
+
+from conftest import REPO, ansible_playbook
+from reliability import OwnCluster, output, recap, tail
+
+pytestmark = pytest.mark.slow
+
+CLUSTER = "gpushare-it-sharing"
+POOL_LABEL = "example.com/gpu-pool"
+CONFIG_LABEL = "nvidia.com/device-plugin.config"
+MIG_LABEL = "nvidia.com/mig.config"
+
+
+def readme_inventory() -> str:
+    """The README's configure-only inventory, verbatim: the yaml block of section "On a real GPU cluster" naming gpu-cluster.yml."""
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("\n## On a real GPU cluster\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```yaml\n(# gpu-cluster\.yml: .*?)```\n", section, re.S)
+    assert len(blocks) == 1, "the README's section 'On a real GPU cluster' holds one yaml block starting '# gpu-cluster.yml: '"
+    return blocks[0]
+
+
+def readme_command() -> str:
+    readme = (REPO / "README.md").read_text()
+    commands = re.findall(r"^ansible-playbook -i gpu-cluster\.yml playbooks/gpu_sharing\.yml", readme, re.M)
+    assert commands, "the README shows the checkout's command"
+    return commands[0]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    own = OwnCluster(CLUSTER)
+    try:
+        yield own.up(gpushare_gpu_operator_standin=True)
+    finally:
+        own.down()
+
+
+@pytest.fixture(scope="module")
+def inventory(tmp_path_factory):
+    path = tmp_path_factory.mktemp("user") / "gpu-cluster.yml"
+    path.write_text(readme_inventory())
+    return path
+
+
+def run(cluster, inventory, *args):
+    """The README's command with the user's inventory; the cluster is the one KUBECONFIG names, as the example says."""
+    assert readme_command().split()[1:3] == ["-i", "gpu-cluster.yml"]
+    return ansible_playbook(REPO / "playbooks" / "gpu_sharing.yml", "-i", str(inventory), *args,
+                            env={"KUBECONFIG": str(cluster.kubeconfig)}, timeout=600)
+
+
+def nvidia(resources):
+    return {k: v for k, v in (resources or {}).items() if k.startswith("nvidia.com/")}
+
+
+def allocatable(core, name):
+    return nvidia(core.read_node(name).status.allocatable)
+
+
+def label(core, name, value):
+    core.patch_node(name, {"metadata": {"labels": {POOL_LABEL: value}}})
+
+
+def snapshot(core):
+    """Names of what the configure-only run must never create: Pods, namespaces, quotas, admission policies and bindings."""
+    admission = client.AdmissionregistrationV1Api(core.api_client)
+    return {
+        "pods": sorted("%s/%s" % (p.metadata.namespace, p.metadata.name) for p in core.list_pod_for_all_namespaces().items),
+        "namespaces": sorted(n.metadata.name for n in core.list_namespace().items),
+        "quotas": sorted("%s/%s" % (q.metadata.namespace, q.metadata.name) for q in core.list_resource_quota_for_all_namespaces().items),
+        "policies": sorted(p.metadata.name for p in admission.list_validating_admission_policy().items),
+        "bindings": sorted(b.metadata.name for b in admission.list_validating_admission_policy_binding().items),
+    }
+
+
+def configuration(core):
+    """Everything the configure-only run writes: the operator namespace's ConfigMaps, the ClusterPolicy, the nodes' labels."""
+    custom = client.CustomObjectsApi(core.api_client)
+    policy = custom.get_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "cluster-policy")
+    return {"policy": policy.get("spec"),
+            "configmaps": {c.metadata.name: c.data for c in core.list_namespaced_config_map("gpu-operator").items},
+            "labels": {n.metadata.name: n.metadata.labels for n in core.list_node().items}}
+
+
+def test_the_readme_example_configures_pools_chosen_by_label(cluster, inventory):
+    core = cluster.core
+    user = yaml.safe_load(inventory.read_text())["all"]["vars"]
+    assert [p["name"] for p in user["gpushare_node_pools"]] == ["inference", "training"]
+    label(core, "lab-node-1", "inference")
+    label(core, "lab-node-2", "training")
+    before, config_before = snapshot(core), configuration(core)
+
+    checked = run(cluster, inventory, "--check", "--diff")
+    assert checked.returncode == 0, tail(checked)
+    assert configuration(core) == config_before, "--check wrote to the cluster"
+
+    first = run(cluster, inventory)
+    assert first.returncode == 0, tail(first)
+    text = output(first)
+    # reported before any write: the GPU node no pool covers; the DRA nodes (no GPUs) are not named
+    assert "WARNING: gpushare_node_pools: GPU node lab-node-0 is in no pool" in text, tail(first)
+    assert "dra-node" not in " ".join(re.findall(r"WARNING: [^']*", text))
+    # 2 GPUs x 4 replicas of the README's shared config; 2 GPUs x 7 instances of 1g.10gb, nvidia.com/gpu gone (mixed)
+    assert allocatable(core, "lab-node-1") == {"nvidia.com/gpu": "8"}
+    assert allocatable(core, "lab-node-2") == {"nvidia.com/mig-1g.10gb": "14"}
+    assert allocatable(core, "lab-node-0") == {"nvidia.com/gpu": "2"}
+    labels = {n: core.read_node(n).metadata.labels for n in ("lab-node-0", "lab-node-1", "lab-node-2")}
+    assert labels["lab-node-1"][CONFIG_LABEL] == "shared" and MIG_LABEL not in labels["lab-node-1"]
+    assert labels["lab-node-2"][MIG_LABEL] == "all-1g.10gb" and labels["lab-node-2"]["nvidia.com/mig.config.state"] == "success"
+    assert CONFIG_LABEL not in labels["lab-node-0"] and MIG_LABEL not in labels["lab-node-0"]
+    # only the user's configs: nothing of the collection's inventory/ (whose lab adds mps)
+    configmaps = {c.metadata.name: c.data for c in core.list_namespaced_config_map("gpu-operator").items}
+    assert sorted(configmaps["device-plugin-configs"]) == ["default", "shared"]
+    assert snapshot(core) == before, "the configure-only run created a Pod, namespace, quota or admission policy"
+
+    again = run(cluster, inventory)
+    assert again.returncode == 0, tail(again)
+    assert recap(again)["changed"] == 0, tail(again)
+    assert snapshot(core) == before
+
+    # a node that joins a pool after the first run is configured by the next run
+    label(core, "lab-node-0", "inference")
+    joined = run(cluster, inventory)
+    assert joined.returncode == 0, tail(joined)
+    assert allocatable(core, "lab-node-0") == {"nvidia.com/gpu": "8"}
+    assert core.read_node("lab-node-0").metadata.labels[CONFIG_LABEL] == "shared"
+    assert "GPU node lab-node-0 is in no pool" not in output(joined)
+    assert recap(joined)["changed"] >= 1
+    assert allocatable(core, "lab-node-1") == {"nvidia.com/gpu": "8"}
+    assert allocatable(core, "lab-node-2") == {"nvidia.com/mig-1g.10gb": "14"}
+    assert snapshot(core) == before
+
+    settled = run(cluster, inventory)
+    assert settled.returncode == 0 and recap(settled)["changed"] == 0, tail(settled)
+
+
+def test_two_pools_on_one_node_stop_the_run_before_any_write(cluster, inventory, tmp_path):
+    core = cluster.core
+    user = yaml.safe_load(inventory.read_text())
+    user["all"]["vars"]["gpushare_node_pools"].append(
+        {"name": "everything", "selector": {"matchExpressions": [{"key": POOL_LABEL, "operator": "Exists"}]}, "config": "default"})
+    user["all"]["vars"]["gpushare_node_pools"].append(
+        {"name": "nowhere", "selector": {"matchLabels": {POOL_LABEL: "nowhere"}}, "config": "default"})
+    bad = tmp_path / "gpu-cluster.yml"
+    bad.write_text(yaml.safe_dump(user))
+    label(core, "lab-node-0", "inference")
+    before = configuration(core)
+    proc = run(cluster, bad)
+    assert proc.returncode != 0
+    text = output(proc)
+    assert "node lab-node-1 is matched by pools inference and everything" in text, tail(proc)
+    assert "WARNING: gpushare_node_pools: pool nowhere matches no node" in text
+    assert "Nothing was written." in text
+    assert configuration(core) == before
+    assert "Traceback" not in text
+
+
+def test_a_bad_selector_is_refused_naming_the_field(cluster, inventory, tmp_path):
+    user = yaml.safe_load(inventory.read_text())
+    user["all"]["vars"]["gpushare_node_pools"][1]["selector"]["matchExpressions"][0]["operator"] = "in"
+    bad = tmp_path / "gpu-cluster.yml"
+    bad.write_text(json.dumps(user))
+    before = configuration(cluster.core)
+    proc = run(cluster, bad)
+    assert proc.returncode != 0
+    text = output(proc)
+    assert "matchExpressions" in text and "operator" in text and "in" in text, tail(proc)
+    assert configuration(cluster.core) == before
