@@ -186,3 +186,27 @@ def test_a_bad_selector_is_refused_naming_the_field(cluster, inventory, tmp_path
     text = output(proc)
     assert "matchExpressions" in text and "operator" in text and "in" in text, tail(proc)
     assert configuration(cluster.core) == before
+
+
+def test_the_lab_runs_with_an_inventory_of_the_users_own(cluster, inventory, tmp_path):
+    """playbooks/lab.yml with the user's inventory and their nodes by name: the lab parameters it leaves out take the lab's
+    defaults (it stopped at once with 'gpushare_lab_root' is undefined), its own values are kept. --check: nothing written."""
+    user = yaml.safe_load(inventory.read_text())
+    own = user["all"]["vars"]
+    own.update({"gpushare_mode": "operator", "gpushare_device_plugin_namespace": own["gpushare_operator_namespace"],
+                "gpushare_nodes": [{"name": "lab-node-0", "gpus": 2, "config": "default"}, {"name": "lab-node-1", "gpus": 2, "config": "shared"},
+                                   {"name": "lab-node-2", "gpus": 2, "mig": {"product": "NVIDIA-A100-SXM4-80GB", "profile": "1g.10gb", "gpus": 1}}]})
+    del own["gpushare_node_pools"]
+    path = tmp_path / "lab-cluster.yml"
+    path.write_text(yaml.safe_dump(user))
+    before = configuration(cluster.core), snapshot(cluster.core)
+    proc = ansible_playbook(REPO / "playbooks" / "lab.yml", "-i", str(path), "--check", "-e",
+                            json.dumps({"gpushare_kubeconfig": str(cluster.kubeconfig), "gpushare_lab_root": str(tmp_path / "lab")}),
+                            timeout=600)
+    assert proc.returncode == 0, tail(proc)
+    text = output(proc)
+    assert "is undefined" not in text
+    # the inventory's own values over the lab's: operator mode (the lab's default, advertise, is refused on this cluster)
+    assert "Put the inventory's own parameters back over the lab's defaults" in text and "item=gpushare_mode" in text
+    assert (configuration(cluster.core), snapshot(cluster.core)) == before
+    assert not (tmp_path / "lab").exists()
