@@ -711,11 +711,8 @@ def _merged_entries(node, document):
     return node._gpushare_entries  # pylint: disable=protected-access
 
 
-def _check_kubectl(root, document):
-    """Refuse, anywhere in a composed document, what kubectl reads differently or refuses: tags, repeated keys, bad keys and merges.
-
-    Each node is checked once, however many aliases name it.
-    """
+def _distinct_nodes(root):
+    """Every node of a composed document once (list items, mapping values, tagged keys), however many aliases name it."""
     stack = [root]
     seen = set()
     while stack:
@@ -723,6 +720,19 @@ def _check_kubectl(root, document):
         if id(node) in seen:
             continue
         seen.add(id(node))
+        yield node
+        if isinstance(node, MappingNode):
+            for key, value in node.value:
+                stack.append(value)
+                if not _is_merge(key) and target(key).tag not in (_PLAIN, _QUOTED):
+                    stack.append(key)  # a tagged key is refused with its tag
+        elif isinstance(node, SequenceNode):
+            stack.extend(node.value)
+
+
+def _check_kubectl(root, document):
+    """Refuse, anywhere in a composed document, what kubectl reads differently or refuses: tags, repeated keys, bad keys and merges."""
+    for node in _distinct_nodes(root):
         if node.tag not in (_PLAIN, _QUOTED, _COLLECTION):
             _refuse(
                 "the YAML tag %r" % node.tag.replace(_TAG, "!!"),
@@ -734,20 +744,16 @@ def _check_kubectl(root, document):
         if isinstance(node, MappingNode):
             keys = set()
             for key, value in node.value:
-                stack.append(value)
                 if _is_merge(key):
                     _merge_sources(value, document)
                     continue
                 if target(key).tag not in (_PLAIN, _QUOTED):
-                    stack.append(key)  # a tagged key is refused with its tag
-                    continue
+                    continue  # refused with its tag
                 text = _key_text(key, document)
                 if text in keys:
                     _refuse("the repeated key %r" % text, "YAML readers disagree on which value wins", "keep one %r key per mapping" % text, document, key)
                 keys.add(text)
-        elif isinstance(node, SequenceNode):
-            stack.extend(node.value)
-        elif node.tag == _PLAIN and node.value[:1] in _NUMBER_START:
+        elif isinstance(node, ScalarNode) and node.tag == _PLAIN and node.value[:1] in _NUMBER_START:
             try:
                 plain_value(node.value)
             except _Unsupported as exc:
@@ -756,19 +762,9 @@ def _check_kubectl(root, document):
 
 def _check_merges(root, document):
     """Apply every mapping's merges once (so a key two merges spell differently is refused before anything reads it)."""
-    stack = [root]
-    seen = set()
-    while stack:
-        node = target(stack.pop())
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, MappingNode):
-            if any(_is_merge(key) for key, _value in node.value):
-                _merged(node, document)
-            stack.extend(value for _key, value in node.value)
-        elif isinstance(node, SequenceNode):
-            stack.extend(node.value)
+    for node in _distinct_nodes(root):
+        if isinstance(node, MappingNode) and any(_is_merge(key) for key, _value in node.value):
+            _merged(node, document)
 
 
 def _check_alias_budget(root, document):
