@@ -1,0 +1,131 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The configure-only role's record of earlier values, and the undo planned from it (the live round trip, byte for byte:
+tests/integration/test_gpu_sharing.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible_collections.gpushare.k8s.plugins.module_utils import sharing_record as sr
+
+PATCH = {"spec": {"devicePlugin": {"config": {"name": "device-plugin-configs", "default": "default"}}, "mig": {"strategy": "mixed"},
+                  "migManager": {"config": {"name": "gpushare-mig-parted-config", "default": "all-disabled"}}}}
+POLICY = {"metadata": {"name": "cluster-policy"},
+          "spec": {"mig": {"strategy": "single"}, "migManager": {"config": {"name": "default-mig-parted-config", "default": "all-disabled"}},
+                   "driver": {"enabled": True}}}
+
+
+def node(name, labels=None, allocatable=None):
+    return {"metadata": {"name": name, "labels": dict(labels or {})}, "status": {"allocatable": dict(allocatable or {})}}
+
+
+def managed(key):
+    return key.startswith("nvidia.com/gpu.") or key == "nvidia.com/mig.strategy"
+
+
+NODES = [node("a", {"nvidia.com/gpu.product": "P", "kubernetes.io/os": "linux", "nvidia.com/mig.strategy": "single"},
+              {"cpu": "8", "nvidia.com/gpu": "2"}),
+         node("b", {"nvidia.com/mig.config": "all-disabled", "nvidia.com/mig.config.state": "success"}, {"nvidia.com/gpu": "2"})]
+ENTRIES = [{"name": "a", "gpus": 2, "product": "P", "config": "shared"}, {"name": "b", "gpus": 2, "mig": {"product": "Q", "profile": "1g.10gb"}}]
+
+
+def first_record(configmaps=None):
+    return sr.extend(None, POLICY, PATCH, "patch", configmaps or {"dp": (None, ["default", "shared"]), "mp": (None, ["config.yaml"])},
+                     NODES, ENTRIES, managed)
+
+
+def test_an_absent_parent_is_recorded_at_the_level_that_was_absent():
+    fields = first_record()["policy"]["fields"]
+    assert fields == [[["devicePlugin"], None], [["mig", "strategy"], "single"], [["migManager", "config", "name"], "default-mig-parted-config"],
+                      [["migManager", "config", "default"], "all-disabled"]]
+
+
+def test_nodes_record_their_labels_and_what_they_advertised():
+    nodes = first_record()["nodes"]
+    assert nodes["a"] == {"gpus": 2, "product": "P", "resources": {"nvidia.com/gpu": "2"},
+                          "labels": {"nvidia.com/gpu.product": "P", "nvidia.com/mig.strategy": "single"},
+                          "owned": {"nvidia.com/device-plugin.config": None, "nvidia.com/mig.config": None, "nvidia.com/mig.config.state": None}}
+    assert nodes["b"]["product"] == "Q" and nodes["b"]["owned"]["nvidia.com/mig.config"] == "all-disabled"
+
+
+def test_a_later_run_never_overwrites_what_the_first_recorded():
+    record = first_record()
+    changed_policy = {"spec": PATCH["spec"]}
+    later_nodes = [node("a", {"nvidia.com/device-plugin.config": "shared"}, {"nvidia.com/gpu": "8"}), node("c", {}, {"nvidia.com/gpu": "4"})]
+    later = sr.extend(record, changed_policy, PATCH, "patch", {"dp": ({"default": "x", "shared": "y"}, ["default", "shared", "mps"])},
+                      later_nodes, ENTRIES + [{"name": "c", "gpus": 4, "product": "P", "config": "shared"}], managed)
+    assert later["policy"] == record["policy"]
+    assert later["configmaps"]["dp"] == {"created": True}
+    assert later["nodes"]["a"] == record["nodes"]["a"]
+    assert later["nodes"]["c"]["resources"] == {"nvidia.com/gpu": "4"}  # a node that joined later: recorded when first configured
+    assert record["nodes"].keys() == {"a", "b"}, "extend changed its argument"
+
+
+def test_keys_written_into_a_configmap_the_role_did_not_create_keep_their_earlier_values():
+    record = first_record({"dp": ({"default": "theirs", "other": "kept"}, ["default", "shared"])})
+    assert record["configmaps"]["dp"] == {"created": False, "keys": {"default": "theirs", "shared": None}}
+    plan = sr.undo_plan(record, POLICY, None, {"dp": {"default": "ours", "shared": "ours", "other": "kept"}}, NODES)
+    assert plan["configmaps_patch"] == {"dp": {"default": "theirs", "shared": None}}
+    assert plan["configmaps_delete"] == []
+
+
+def test_undo_puts_back_the_policy_labels_and_configmaps():
+    record = first_record()
+    now = [node("a", {"nvidia.com/device-plugin.config": "shared"}, {"nvidia.com/gpu": "8"}),
+           node("b", {"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.config.state": "success"}, {"nvidia.com/mig-1g.10gb": "14"})]
+    plan = sr.undo_plan(record, {"spec": PATCH["spec"]}, None, {"dp": {}, "mp": {}}, now)
+    assert plan["policy_patch"] == {"spec": {"devicePlugin": None, "mig": {"strategy": "single"},
+                                             "migManager": {"config": {"name": "default-mig-parted-config", "default": "all-disabled"}}}}
+    assert plan["configmaps_delete"] == ["dp", "mp"]
+    assert plan["node_labels"]["a"] == {"nvidia.com/device-plugin.config": None, "nvidia.com/mig.config": None, "nvidia.com/mig.config.state": None}
+    assert plan["expected"]["a"] == {"resources": {"nvidia.com/gpu": "2"}, "labels": {"nvidia.com/gpu.product": "P", "nvidia.com/mig.strategy": "single"}}
+    # b had all-disabled: its MIG manager is asked for it again and waited for before its label goes back
+    assert plan["mig_reset"] == [{"name": "b", "gpus": 2, "product": "Q"}]
+
+
+def test_a_node_gone_from_the_cluster_is_skipped_and_a_configmap_gone_is_not_deleted():
+    plan = sr.undo_plan(first_record(), POLICY, None, {"mp": {}}, [NODES[0]])
+    assert list(plan["node_labels"]) == ["a"] and list(plan["expected"]) == ["a"]
+    assert plan["configmaps_delete"] == ["mp"]
+
+
+def test_helm_values_are_recorded_and_put_back_with_the_others_kept():
+    values = {"driver": {"enabled": False}, "mig": {"strategy": "single"}}
+    record = sr.extend(None, POLICY, PATCH, "helm", {}, [], [], managed, values, {"name": "gpu-operator", "namespace": "gpu-operator"})
+    assert record["policy"]["via"] == "helm" and record["policy"]["release"] == {"name": "gpu-operator", "namespace": "gpu-operator"}
+    configured = sr.merged_values(values, PATCH["spec"])
+    assert configured["driver"] == {"enabled": False} and configured["devicePlugin"]["config"]["name"] == "device-plugin-configs"
+    configured["toolkit"] = {"enabled": True}  # changed by someone else since: kept
+    plan = sr.undo_plan(record, POLICY, configured, {}, [])
+    assert plan["values"] == {"driver": {"enabled": False}, "mig": {"strategy": "single"}, "toolkit": {"enabled": True}}
+    assert plan["policy_patch"] is None and plan["release"]["name"] == "gpu-operator"
+
+
+def test_the_record_text_is_stable_and_read_back():
+    record = first_record()
+    text = sr.dump(record)
+    assert sr.dump(sr.load({sr.RECORD_KEY: text})) == text
+    assert sr.load(None) == sr.load({}) == {"version": 1, "policy": None, "configmaps": {}, "nodes": {}}
+
+
+@pytest.mark.parametrize("text, problem", [("{", "is not JSON"), (json.dumps({"version": 9}), "is not a version 1 record")])
+def test_a_damaged_record_is_refused_naming_it(text, problem):
+    with pytest.raises(sr.RecordError) as error:
+        sr.load({sr.RECORD_KEY: text}, "ConfigMap gpushare-sharing-record")
+    assert str(error.value).startswith("ConfigMap gpushare-sharing-record record.json: " + problem)
+    assert "Fix:" in str(error.value)
+
+
+def test_helm_release_and_chart_version():
+    owned = {"metadata": {"annotations": {"meta.helm.sh/release-name": "gpu-operator", "meta.helm.sh/release-namespace": "gpu-operator"}}}
+    assert sr.helm_release(owned) == {"name": "gpu-operator", "namespace": "gpu-operator"}
+    assert sr.helm_release({"metadata": {"annotations": {"meta.helm.sh/release-name": "x"}}}) is None
+    assert sr.chart_version("gpu-operator-v25.3.0", "nvidia/gpu-operator") == "v25.3.0"
+    assert sr.chart_version("gpu-operator-lab-0.1.0", "/charts/gpu-operator-lab") is None
+    with pytest.raises(sr.RecordError, match="installed from other-1.0"):
+        sr.chart_version("other-1.0", "nvidia/gpu-operator")
