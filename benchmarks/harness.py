@@ -34,10 +34,10 @@ VENV_BIN = ROOT / ".venv" / "bin"
 PYTHON = str(VENV_BIN / "python") if (VENV_BIN / "python").exists() else sys.executable
 
 
-SECTIONS = ("check", "lab", "scale", "setup", "operator", "dra")
+SECTIONS = ("check", "lab", "scale", "setup", "operator", "sharing", "dra")
 
 
-DEFAULT_SECTIONS = ("check", "lab", "scale", "setup", "operator")  # dra runs when asked (--only dra)
+DEFAULT_SECTIONS = ("check", "lab", "scale", "setup", "operator", "sharing")  # dra runs when asked (--only dra)
 
 
 BUILD_SCRIPT = ROOT / "roles" / "lab_cluster" / "files" / "build-binaries.sh"

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Benchmark harness of gpushare.k8s (`make bench`).
 
-    benchmarks/run.py [--only lab,scale,check,setup,operator,dra] [--quick] [--runs N] [--json FILE] [--markdown FILE]
+    benchmarks/run.py [--only lab,scale,check,setup,operator,sharing,dra] [--quick] [--runs N] [--json FILE] [--markdown FILE]
 
 Sections (all but dra by default, in this order):
 
@@ -19,6 +19,13 @@ Sections (all but dra by default, in this order):
   setup  warm `make cluster` from no cluster and on a running one, ansible-playbook start-up
          (trivial playbook, one builtin module, one kubernetes.core module) against the lab;
          and, with --cold-build, the cold build of the binaries from empty Go caches.
+  operator  on a GPU Operator stand-in cluster: a node's nvidia.com/device-plugin.config label
+         changed back and forth, until its allocatable changes, against the label's API round trip.
+  sharing  on two GPU Operator stand-in clusters configured once by playbooks/gpu_sharing.yml
+         (the README's inventory, nodes labelled into its pools): the no-op re-run (changed=0)
+         against benchmarks/baseline-sharing-kubectl.sh (the same state checked with kubectl, one
+         `kubectl get` per kind), and the re-run with both clusters in the inventory against one;
+         per-task profile of the one-cluster re-run.
 
   dra    (only with --only dra) 1,000 kwok nodes published as DRA ResourceSlices by one
          gpushare.k8s.dra_resource_slices task (half whole-GPU nodes, half MIG nodes with every
@@ -64,6 +71,7 @@ from section_setup import section_setup  # noqa: E402
 from section_scale import section_scale  # noqa: E402
 from section_dra import section_dra  # noqa: E402
 from section_operator import section_operator  # noqa: E402
+from section_sharing import section_sharing  # noqa: E402
 
 
 def parse_args(argv):
@@ -133,7 +141,8 @@ def main(argv=None):
     started = time.monotonic()
     sections = {"check": lambda: section_check(env, args), "lab": lambda: section_lab(env, args, clusters),
                 "setup": lambda: section_setup(env, args, clusters), "scale": lambda: section_scale(env, args, clusters),
-                "operator": lambda: section_operator(env, args, clusters), "dra": lambda: section_dra(env, args, clusters)}
+                "operator": lambda: section_operator(env, args, clusters), "sharing": lambda: section_sharing(env, args, clusters),
+                "dra": lambda: section_dra(env, args, clusters)}
     try:
         for name in SECTIONS:
             if name in args.only:
