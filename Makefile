@@ -13,7 +13,7 @@ export ANSIBLE_HOME ?= $(HOME)/.ansible
 PLAYBOOK := ansible-playbook
 PYTEST := $(VENV)/bin/python -m pytest
 
-.PHONY: help setup venv link cluster cluster-down lab dra cluster-operator cluster-operator-down lab-operator test unit integration molecule sanity lint build clean tables
+.PHONY: help setup venv link cluster cluster-down lab dra cluster-operator cluster-operator-down lab-operator test unit integration molecule sanity lint build clean tables helm
 
 help:
 	@echo "make lab           set up, build the control plane if needed, start the local cluster, run the lab"
@@ -24,6 +24,7 @@ help:
 	@echo "make lab-operator  the whole lab in operator mode on cluster gpushare-operator (GPU Operator stand-in)"
 	@echo "make build         build the collection tarball"
 	@echo "make tables        regenerate NVIDIA's hardware tables (plugins/module_utils/gpu_tables.py) from go-nvml's mock"
+	@echo "make helm          build (once; cached after) the helm that tools/helm/go.mod pins and print its path"
 
 setup: venv link
 
@@ -97,7 +98,7 @@ lint: setup
 OUTPUT := $(CURDIR)/tests/output
 MOLECULE_LOG := $(OUTPUT)/molecule.log
 LIVE_LOG := $(OUTPUT)/live-tests.log
-test: cluster
+test: cluster helm
 	@mkdir -p $(OUTPUT)
 	@echo "[test] the unit tests while molecule's cluster starts; its output: $(MOLECULE_LOG)"
 	@{ molecule reset && molecule create; } > $(MOLECULE_LOG) 2>&1 & create=$$!; \
@@ -124,6 +125,11 @@ test: cluster
 GPU_TABLES := plugins/module_utils/gpu_tables.py
 tables:
 	@bin=$$(tools/gpu-tables/build.sh) && "$$bin" -o $(GPU_TABLES) && echo "[tables] wrote $(GPU_TABLES) with $$bin"
+
+# Helm as tools/helm/go.mod pins it, built into the user's cache on first use (minutes), for the tests that install
+# charts (tests/integration/helm_tool.py); prints the binary's path.
+helm:
+	@tools/helm/build.sh
 
 build: setup
 	ansible-galaxy collection build --force --output-path $(CURDIR)
