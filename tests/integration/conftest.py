@@ -29,7 +29,7 @@ KUBECONFIG = Path(
 # pytest 9 no longer reads; so the scheduler below names each test's scope from its module.)
 BESIDE_MODULES = frozenset({
     "test_bad_input.py", "test_dra.py", "test_faults.py", "test_gpu_operator_mode.py", "test_lab_playbook.py",
-    "test_least_privilege.py", "test_gpu_sharing.py",  # a cluster of its own each
+    "test_least_privilege.py", "test_gpu_sharing.py", "test_gpu_sharing_fleet.py",  # a cluster (two: the fleet) of its own each
     "test_lab_cluster_build.py", "test_no_cluster.py", "test_gpu_tables.py",  # no cluster
 })
 SHARED_SCOPE = f"cluster {CLUSTER}"
@@ -71,11 +71,12 @@ def cluster_vars(cluster: str, **extra) -> dict:
 
 
 # The order the scopes start in under xdist: the longest first (what each took alone on the 2-core machine: faults
-# 190 s, the shared cluster's modules ~150 s, DRA 113, operator mode 82, least privilege 78, bad input 45, lab
+# 190 s, the shared cluster's modules ~150 s, DRA 113, operator mode 82, least privilege 78, the fleet 48, bad input 45, lab
 # playbook 42, the build 29), so that the last to start are short and the workers finish together. A module not
 # listed starts after these.
 SCOPE_ORDER = ("test_faults.py", SHARED_SCOPE, "test_dra.py", "test_gpu_operator_mode.py", "test_least_privilege.py",
-               "test_gpu_sharing.py", "test_bad_input.py", "test_lab_playbook.py", "test_lab_cluster_build.py", "test_no_cluster.py", "test_gpu_tables.py")
+               "test_gpu_sharing.py", "test_gpu_sharing_fleet.py", "test_bad_input.py", "test_lab_playbook.py", "test_lab_cluster_build.py",
+               "test_no_cluster.py", "test_gpu_tables.py")
 
 
 def pytest_collection_modifyitems(items):
