@@ -131,8 +131,9 @@ tables:
 helm:
 	@tools/helm/build.sh
 
+# The tarball's README.md is docs/collection/README.md (for someone who installed it), not this checkout's.
 build: setup
-	ansible-galaxy collection build --force --output-path $(CURDIR)
+	tools/build-collection.sh $(CURDIR)
 
 clean:
 	rm -rf .collections .pytest_cache tests/output gpushare-k8s-*.tar.gz
