@@ -42,7 +42,8 @@ harness waits (up to --quiet-wait seconds) for the 1-minute load average to drop
 
 --quick runs each slow figure once, scales to 200 nodes, tries parallelism 32 only and skips
 the pure-Python naive checker and the profiles: about 5 minutes on a quiet machine, most of it
-the lab playbook's own two runs. Its figures are a smoke test, not the record.
+the lab playbook's own two runs, and 1.5 more for the sharing section (its two clusters, 3 runs
+of each of its fast figures). Its figures are a smoke test, not the record.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def parse_args(argv):
                                      epilog=__doc__.split("\n\n", 2)[2])
     parser.add_argument("--only", default=",".join(DEFAULT_SECTIONS),
                         help="comma-separated sections: %s (default: all but dra)" % ",".join(SECTIONS))
-    parser.add_argument("--quick", action="store_true", help="one run of each slow figure, 200 nodes, no pure-Python naive check (< 5 min)")
+    parser.add_argument("--quick", action="store_true", help="one run of each slow figure, 200 nodes, no pure-Python naive check (~6.5 min)")
     parser.add_argument("--runs", type=int, help="runs of each slow figure (default 3; --quick 1)")
     parser.add_argument("--fast-runs", type=int, help="runs of each fast figure (default 5; --quick 3)")
     parser.add_argument("--naive-runs", type=int, help="runs of the pure-Python naive checker (default 3; --quick 0)")
