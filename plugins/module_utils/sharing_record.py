@@ -16,9 +16,10 @@ the values it holds are always those from before the collection touched them:
   user-supplied values).
 - ``configmaps``: each ConfigMap the role writes: ``created`` when it did not exist (the undo deletes it), else the
   earlier value of each key the role writes (``null``: the key was absent).
-- ``nodes``: each node the role configured, when it first did: the earlier value of the labels it writes (``null``:
-  absent), its GPUs and product, and what the node advertised then (its ``nvidia.com/*`` allocatable and the GPU
-  labels the operator manages), which the undo waits for.
+- ``nodes``: at the first run every GPU node (the ClusterPolicy it changes reaches them all), later each node a run
+  configures that the cluster did not have then: the earlier value of the labels the role writes (``null``: absent),
+  its GPUs and product, and what it advertised (its ``nvidia.com/*`` allocatable and the GPU labels the operator
+  manages), which the undo waits for where it is known (``baseline``: recorded before the first run's writes).
 
 :func:`undo_plan` turns a record and the cluster's current objects into the writes that put the earlier state back.
 """
@@ -28,6 +29,7 @@ from __future__ import annotations
 import copy
 import json
 
+from ansible_collections.gpushare.k8s.plugins.module_utils import node_pools as _pools
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
 
 __all__ = ["RecordError", "RECORD_KEY", "OWNED_LABELS", "load", "dump", "extend", "undo_plan", "helm_release", "merged_values",
@@ -163,6 +165,12 @@ def _advertised(node, managed_label):
     }
 
 
+def _node_entry(node, managed_label, gpus, product, baseline):
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return dict(_advertised(node, managed_label), owned={key: labels.get(key) for key in OWNED_LABELS}, gpus=gpus, product=product,
+                baseline=baseline)
+
+
 def extend(record, policy, patch, via, configmaps, nodes, entries, managed_label, values=None, release=None):
     """The record extended with what it lacks, before the role writes (``record`` itself is not changed).
 
@@ -173,7 +181,8 @@ def extend(record, policy, patch, via, configmaps, nodes, entries, managed_label
     product | mig: {product}}``).
     """
     record = copy.deepcopy(record) if record else _empty()
-    if record["policy"] is None:
+    first = record["policy"] is None
+    if first:
         if via == "helm":
             record["policy"] = {"via": "helm", "release": dict(release), "fields": _fields(values or {}, patch.get("spec") or {})}
         else:
@@ -186,14 +195,24 @@ def extend(record, policy, patch, via, configmaps, nodes, entries, managed_label
             for key in keys:
                 entry["keys"].setdefault(key, (data or {}).get(key))
     by_name = {(node.get("metadata") or {}).get("name"): node for node in nodes}
+    if first:
+        # The first run changes the ClusterPolicy, which every GPU node follows: each is recorded as it is now, in the
+        # pools or not, so that a node that joins a pool later is put back as it was before the first run.
+        for name, node in sorted(by_name.items()):
+            gpus, product = _pools.node_gpus(node)
+            if gpus or _advertised(node, managed_label)["resources"]:
+                record["nodes"][name] = _node_entry(node, managed_label, gpus, product, baseline=True)
     for entry in sorted(entries, key=lambda item: str(item["name"])):
         name = str(entry["name"])
-        if name in record["nodes"] or name not in by_name:
+        if name not in by_name:
             continue
-        labels = (by_name[name].get("metadata") or {}).get("labels") or {}
         product = entry.get("product") or (entry.get("mig") or {}).get("product")
-        record["nodes"][name] = dict(_advertised(by_name[name], managed_label), owned={key: labels.get(key) for key in OWNED_LABELS},
-                                     gpus=entry["gpus"], product=product)
+        if name in record["nodes"]:
+            record["nodes"][name]["gpus"], record["nodes"][name]["product"] = entry["gpus"], product
+            continue
+        # a node the cluster did not have at the first run: what it shows now already follows the collection's
+        # ClusterPolicy, so its labels are put back but what it advertised before cannot be known (no wait for it)
+        record["nodes"][name] = _node_entry(by_name[name], managed_label, entry["gpus"], product, baseline=first)
     return record
 
 
@@ -241,5 +260,6 @@ def undo_plan(record, policy, values, configmaps, nodes):
         if layout and layout != earlier and earlier in (None, ALL_DISABLED):
             plan["mig_reset"].append({"name": name, "gpus": entry["gpus"], "product": entry["product"]})
         plan["node_labels"][name] = dict(entry["owned"])
-        plan["expected"][name] = {"resources": entry["resources"], "labels": entry["labels"]}
+        if entry.get("baseline", True):
+            plan["expected"][name] = {"resources": entry["resources"], "labels": entry["labels"]}
     return plan

@@ -8,19 +8,22 @@ In order, on one cluster:
    unlabelled GPU node is named in a warning, and no Pod, namespace, quota or admission policy is created;
 3. a re-run changes nothing;
 4. a node labelled into a pool after the first run is configured by the next run, which changes nothing else;
-5. two pools matching one node stop the run before any write.
+5. two pools matching one node stop the run before any write;
+6. gpushare_sharing_state: absent puts back what the first run found: kubectl shows the ClusterPolicy, the node labels and
+   allocatable and the operator namespace's ConfigMaps byte for byte as before it.
 """
 from __future__ import annotations
 
 import json
 import re
+import subprocess
 
 import pytest
 import yaml
 from kubernetes import client
 
 from conftest import REPO, ansible_playbook
-from reliability import OwnCluster, output, recap, tail
+from reliability import KWOK_HOME, OwnCluster, output, recap, tail
 
 pytestmark = pytest.mark.slow
 
@@ -48,11 +51,33 @@ def readme_command() -> str:
 
 @pytest.fixture(scope="module")
 def cluster():
+    """The module's cluster with the README's pools labelled (the user's own labels), and what kubectl showed of it then: the
+    state the undo at the end must give back byte for byte."""
     own = OwnCluster(CLUSTER)
     try:
-        yield own.up(gpushare_gpu_operator_standin=True)
+        own.up(gpushare_gpu_operator_standin=True)
+        label(own.core, "lab-node-1", "inference")
+        label(own.core, "lab-node-2", "training")
+        own.pristine = kubectl_views(own)
+        yield own
     finally:
         own.down()
+
+
+def kubectl_views(cluster):
+    """What `kubectl get` shows of what the configure-only run may change: the ClusterPolicy, every node's labels and
+    allocatable, the operator namespace's ConfigMaps (bytes of kubectl's own output)."""
+    kwok = yaml.safe_load_all((KWOK_HOME / "clusters" / cluster.name / "kwok.yaml").read_text())
+    binary = next(doc["options"]["kubectlBinary"] for doc in kwok if (doc or {}).get("options", {}).get("kubectlBinary"))
+    views = []
+    for args in (["get", "clusterpolicy", "cluster-policy", "-o", "yaml"],
+                 ["get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name} {.metadata.labels} {.status.allocatable}{\"\\n\"}{end}"],
+                 ["get", "configmaps", "-n", "gpu-operator", "-o", "name"]):
+        proc = subprocess.run([binary, "--kubeconfig", str(cluster.kubeconfig), *args], capture_output=True, check=True, timeout=60)
+        views.append(proc.stdout)
+    # the object's own bookkeeping moves with every write, whatever was written: not the configuration
+    views[0] = re.sub(rb"\n  (generation|resourceVersion): .*", b"", views[0])
+    return views
 
 
 @pytest.fixture(scope="module")
@@ -210,3 +235,26 @@ def test_the_lab_runs_with_an_inventory_of_the_users_own(cluster, inventory, tmp
     assert "Put the inventory's own parameters back over the lab's defaults" in text and "item=gpushare_mode" in text
     assert (configuration(cluster.core), snapshot(cluster.core)) == before
     assert not (tmp_path / "lab").exists()
+
+
+def test_undo_gives_back_what_kubectl_showed_before_the_first_run(cluster, inventory):
+    core = cluster.core
+    assert kubectl_views(cluster) != cluster.pristine, "the tests above configured the cluster"
+    # the pool label the tests above put on lab-node-0 is the user's own: the user takes it back; the undo never touches it
+    core.patch_node("lab-node-0", {"metadata": {"labels": {POOL_LABEL: None}}})
+    configured = kubectl_views(cluster)
+
+    checked = run(cluster, inventory, "-e", "gpushare_sharing_state=absent", "--check")
+    assert checked.returncode == 0, tail(checked)
+    assert kubectl_views(cluster) == configured, "--check of the undo wrote to the cluster"
+
+    undone = run(cluster, inventory, "-e", "gpushare_sharing_state=absent")
+    assert undone.returncode == 0, tail(undone)
+    after = kubectl_views(cluster)
+    for name, want, got in zip(("ClusterPolicy", "nodes", "ConfigMaps"), cluster.pristine, after):
+        assert got == want, "%s after the undo:\n%s\nbefore the first run:\n%s" % (name, got.decode(), want.decode())
+
+    again = run(cluster, inventory, "-e", "gpushare_sharing_state=absent")
+    assert again.returncode == 0 and recap(again)["changed"] == 0, tail(again)
+    assert "this cluster holds no record of a configuring run" in output(again)
+    assert kubectl_views(cluster) == cluster.pristine
