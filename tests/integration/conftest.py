@@ -29,7 +29,8 @@ KUBECONFIG = Path(
 # pytest 9 no longer reads; so the scheduler below names each test's scope from its module.)
 BESIDE_MODULES = frozenset({
     "test_bad_input.py", "test_dra.py", "test_faults.py", "test_gpu_operator_mode.py", "test_lab_playbook.py",
-    "test_least_privilege.py", "test_gpu_sharing.py", "test_gpu_sharing_fleet.py",  # a cluster (two: the fleet) of its own each
+    "test_least_privilege.py", "test_gpu_sharing.py", "test_gpu_sharing_fleet.py",
+    "test_gpu_sharing_helm.py",  # a cluster (two: the fleet) of its own each
     "test_lab_cluster_build.py", "test_no_cluster.py", "test_gpu_tables.py",  # no cluster
 })
 SHARED_SCOPE = f"cluster {CLUSTER}"
@@ -75,7 +76,8 @@ def cluster_vars(cluster: str, **extra) -> dict:
 # playbook 42, the build 29), so that the last to start are short and the workers finish together. A module not
 # listed starts after these.
 SCOPE_ORDER = ("test_faults.py", SHARED_SCOPE, "test_dra.py", "test_gpu_operator_mode.py", "test_least_privilege.py",
-               "test_gpu_sharing.py", "test_gpu_sharing_fleet.py", "test_bad_input.py", "test_lab_playbook.py", "test_lab_cluster_build.py",
+               "test_gpu_sharing.py", "test_gpu_sharing_fleet.py", "test_gpu_sharing_helm.py", "test_bad_input.py", "test_lab_playbook.py",
+               "test_lab_cluster_build.py",
                "test_no_cluster.py", "test_gpu_tables.py")
 
 

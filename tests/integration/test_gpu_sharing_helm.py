@@ -7,8 +7,7 @@ kubernetes.core.helm and the pinned helm (tools/helm). Then, with the README's i
 1. without the chart named, the run stops before any write, saying why a patch would not last;
 2. with it, the release's values are changed (the others kept) instead of the object: the nodes advertise the pools'
    configuration; a re-run changes nothing;
-3. a user's `helm upgrade --reuse-values` of the release leaves the configuration in place (and renders the release's
-   values over a patch of the object: why the role does not patch it);
+3. a user's `helm upgrade --reuse-values` of the release, changing another value, leaves the configuration in place;
 4. the undo gives the release its earlier values back: the ClusterPolicy's spec is as the chart first rendered it.
 """
 from __future__ import annotations
@@ -133,16 +132,6 @@ def test_helm_owned_policy_is_changed_through_the_release_and_survives_an_upgrad
     assert after["mig"]["strategy"] == "mixed"
     wait_for(lambda: allocatable(core, "lab-node-1") == {"nvidia.com/gpu": "8"})
     assert allocatable(core, "lab-node-2") == {"nvidia.com/mig-1g.10gb": "14"}
-
-
-def test_a_patch_of_the_helm_owned_object_is_reverted_by_the_next_upgrade(cluster, helm):
-    """Why the release's values are changed and not the object: the release's next upgrade renders its values over a patch."""
-    custom = client.CustomObjectsApi(cluster.core.api_client)
-    custom.patch_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "cluster-policy", {"spec": {"mig": {"strategy": "single"}}})
-    assert policy(cluster)["spec"]["mig"]["strategy"] == "single"
-    helm_cli(cluster, helm, "upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values")
-    assert policy(cluster)["spec"]["mig"]["strategy"] == "mixed", "the upgrade rendered the release's values over the patch"
-    wait_for(lambda: allocatable(cluster.core, "lab-node-2") == {"nvidia.com/mig-1g.10gb": "14"})
 
 
 def test_undo_gives_the_release_its_earlier_values_back(cluster, inventory, helm):
