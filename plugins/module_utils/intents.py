@@ -359,6 +359,12 @@ def intent_objects(params, settings=None):
                  "messageExpression": ('"GPU intent \'" + variables.intent + "\' gives at most " + variables.params[variables.key + ".max"] '
                                        '+ " per container (" + variables.params[variables.key + ".resource"] + "), asked for " + variables.count + "; " '
                                        '+ variables.params["summary"] + ". Fix: ask for at most that many, or for an intent that gives more"')},
+                # The two policies load asynchronously: right after a change, or with the mutating binding missing, a Pod
+                # could pass here unrewritten and run without a GPU. Refuse it instead.
+                {"expression": '!((variables.key + ".resource") in variables.params) || (%s)' % _NAMES_GPU, "reason": "Forbidden",
+                 "messageExpression": ('"GPU intent \'" + variables.intent + "\' was not rewritten by MutatingAdmissionPolicy %s '
+                                       '(its binding does not cover this namespace, or the API server is still loading a change). '
+                                       'Fix: retry in a few seconds; if it persists, re-run role gpushare.k8s.intent_admission"') % s["name"]},
             ],
         },
     }

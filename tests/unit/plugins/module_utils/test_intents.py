@@ -123,6 +123,9 @@ def test_objects():
         assert binding["spec"]["matchResources"] == {"namespaceSelector": {"matchExpressions": [
             {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a", "team-b"]}]}}
     assert vbinding["spec"]["validationActions"] == ["Deny"]
+    # the last validation refuses a Pod asking by a served intent that no mutation rewrote
+    assert validating["spec"]["validations"][-1]["expression"].startswith('!((variables.key + ".resource") in variables.params) || (')
+    assert "MutatingAdmissionPolicy gpushare-gpu-intent " in validating["spec"]["validations"][-1]["messageExpression"]
     assert [m["patchType"] for m in mutating["spec"]["mutations"]] == ["ApplyConfiguration", "JSONPatch"]
     assert mutating["spec"]["matchConditions"][0]["expression"] == (
         'has(object.metadata.annotations) && "gpushare.k8s/gpu" in object.metadata.annotations')
