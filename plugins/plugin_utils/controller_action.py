@@ -41,7 +41,7 @@ display = Display()
 
 COLLECTION = "gpushare.k8s"
 LOCAL_CONNECTIONS = frozenset(("local", "ansible.builtin.local"))
-FILTER_FILES = ("control_plane", "dra", "gpu_features", "gpu_operator", "gpushare", "guards", "lab_objects", "lab_report",
+FILTER_FILES = ("control_plane", "dra", "gpu_features", "gpu_operator", "gpushare", "guards", "intents", "lab_objects", "lab_report",
                 "manifests", "node_pools", "preflight", "quota", "rbac", "sharing")
 # The modules preloaded with kubernetes=False: they never talk to a cluster, so they run here without the client.
 _NO_CLIENT = set()
