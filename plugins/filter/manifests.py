@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 from ansible_collections.gpushare.k8s.plugins.filter.gpushare import _filter_errors
+from ansible_collections.gpushare.k8s.plugins.module_utils import intent_placement as _intent_placement
+from ansible_collections.gpushare.k8s.plugins.module_utils import intents as _intents
 from ansible_collections.gpushare.k8s.plugins.module_utils import inventory as _inv
 
 try:
@@ -56,6 +58,24 @@ def placement_fits(workloads, nodes, configs=None):
     return {pod["name"]: fits for pod, fits in _inv.place(workloads, nodes, configs)}
 
 
+@_filter_errors
+def intent_pods(entries, image, namespace):
+    """One Pod per ``{name, intent, place_on}`` that asks for a GPU by its intent only."""
+    return _intent_placement.intent_pods(entries, image, namespace)
+
+
+@_filter_errors
+def intent_placement_report(entries, pods, nodes, configs=None):
+    """``{done, rows, errors}``: whether each intent Pod got the resource and node the table says."""
+    return _intent_placement.placement_report(entries, pods, nodes, configs)
+
+
+@_filter_errors
+def intent_check_params(pools, configs):
+    """What each GPU intent becomes over ``pools``: the map the intent policies carry, for the request check."""
+    return _intents.params_data(_intents.intent_params(pools, configs))
+
+
 class FilterModule:
     """gpushare.k8s manifest filters."""
 
@@ -63,6 +83,9 @@ class FilterModule:
         return {
             "gpu_inventory": gpu_inventory,
             "gpu_pods": gpu_pods,
+            "intent_check_params": intent_check_params,
+            "intent_placement_report": intent_placement_report,
+            "intent_pods": intent_pods,
             "nodes_advertising": nodes_advertising,
             "placement_fits": placement_fits,
             "placement_pods": placement_pods,

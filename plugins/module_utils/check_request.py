@@ -8,6 +8,7 @@ Runs on its own next to :mod:`manifest_yaml`, :mod:`gpu_requests` and :mod:`quan
 the kubernetes package's quantity parser)::
 
     python3 check_request.py <pod-manifest> [--resource NAME]... [--max N] [--claim-limit CLASS[:CAPACITY=QUANTITY]]...
+        [--intents JSON]
 
 Exit codes are the contract:
 
@@ -16,6 +17,11 @@ Exit codes are the contract:
 - 1 and one ``OVER=<container>=<count>`` line per container asking for more; with ``--claim-limit``, also one
   ``OVER=<claim>/<request>=<shares>`` line per ResourceClaim (or template) request asking for more than N shares
   of that shared device class (``--claim-limit shared.gpu.nvidia.com:memory=20Gi``: a request of 40Gi is 2 shares);
+- with ``--intents`` (what each GPU intent becomes on the cluster: the JSON map the intent policies carry), one
+  ``INTENT=<workload>=<intent> -> <what it becomes>`` line per Pod or Pod template asking by the annotation
+  ``gpushare.k8s/gpu``, before the verdict; the containers it names are checked as if they asked for that resource;
+  1 and a ``REFUSED=<workload>=<reason>`` line for each one admission will refuse (an intent no pool gives, a bad
+  count, more than the intent gives a container);
 - 2 and a message on standard error for everything else: the file cannot be read, is not valid
   YAML, uses a construct kubectl reads differently or refuses (tags, repeated keys, excessive
   aliasing, ...), holds a count that is not a whole number of units, or the options are
@@ -25,14 +31,15 @@ Exit codes are the contract:
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 try:
-    from .gpu_requests import DEFAULT_RESOURCES, ManifestError, check_claim_limits, check_options, find_offenders, read_manifest
+    from .gpu_requests import DEFAULT_RESOURCES, ManifestError, check_claim_limits, check_intents, check_manifest, check_options, read_manifest
     from .quantity import HAS_PARSER, PARSER_IMPORT_ERROR
 except ImportError:  # run as a script next to gpu_requests.py, manifest_yaml.py and quantity.py (bin/check-request.sh)
     from gpu_requests import (  # type: ignore[no-redef]
-        DEFAULT_RESOURCES, ManifestError, check_claim_limits, check_options, find_offenders, read_manifest)
+        DEFAULT_RESOURCES, ManifestError, check_claim_limits, check_intents, check_manifest, check_options, read_manifest)
     from quantity import HAS_PARSER, PARSER_IMPORT_ERROR  # type: ignore[no-redef]
 
 
@@ -86,6 +93,17 @@ def _claim_limits(values):
     return check_claim_limits(limits)
 
 
+def _becomes(entry):
+    """What admission makes of one Pod (template) asking by intent, in words."""
+    if entry["form"] == "unchanged":
+        return "unchanged (it names a GPU itself)"
+    if entry["refused"]:
+        return "refused"
+    if entry["form"] == "claim":
+        return "a claim on device class %s for %s" % (entry["resource"], ", ".join(entry["containers"]) or "no container")
+    return "%s: %s for %s" % (entry["resource"], entry["count"], ", ".join(entry["containers"]) or "no container (gpu-containers names none)")
+
+
 def main(argv=None):
     """``check-request <pod-manifest>``: exit 0 and ``OK``, exit 1 and ``OVER=<container>=<count>`` lines, or exit 2."""
     parser = _Parser(
@@ -101,6 +119,7 @@ def main(argv=None):
     parser.add_argument("--max", type=int, default=1, dest="max_per_container", metavar="N", help="most units one container may ask for (default 1)")
     parser.add_argument("--claim-limit", action="append", dest="claim_limits", metavar="CLASS[:CAPACITY=QUANTITY]",
                         help="a shared device class whose claim requests are counted in shares of QUANTITY (repeatable)")
+    parser.add_argument("--intents", metavar="JSON", help="what each GPU intent becomes on the cluster (the map the intent policies carry)")
     try:
         args = parser.parse_args(argv)
     except _Exit:
@@ -112,12 +131,13 @@ def main(argv=None):
     try:
         resources, max_per_container = check_options(args.resources or DEFAULT_RESOURCES, args.max_per_container)
         claim_limits = _claim_limits(args.claim_limits)
+        intents = check_intents(json.loads(args.intents)) if args.intents is not None else None
     except ValueError as exc:
         _say(sys.stderr, "check-request: %s" % exc)
         return EXIT_ERROR
     try:
-        offenders = find_offenders(_read_file(args.manifest), resources=resources, max_per_container=max_per_container,
-                                   claim_limits=claim_limits)
+        result = check_manifest(_read_file(args.manifest), resources=resources, max_per_container=max_per_container,
+                                claim_limits=claim_limits, intents=intents)
     except OSError as exc:
         _say(sys.stderr, "check-request: cannot read %s: %s" % (args.manifest, exc.strerror or exc))
         return EXIT_ERROR
@@ -128,8 +148,15 @@ def main(argv=None):
         # Exit 1 means "too many GPUs": an unexpected failure must never look like that.
         _say(sys.stderr, "check-request: %s: internal error, nothing was checked: %s: %s" % (args.manifest, type(exc).__name__, exc))
         return EXIT_ERROR
-    if offenders:
-        for offender in offenders:
+    refused = False
+    for entry in result["intents"]:
+        _say(sys.stdout, "INTENT=%s=%s -> %s" % (entry["name"], entry["intent"], _becomes(entry)))
+    for entry in result["intents"]:
+        if entry["refused"]:
+            refused = True
+            _say(sys.stdout, "REFUSED=%s=%s" % (entry["name"], entry["refused"]))
+    if result["offenders"] or refused:
+        for offender in result["offenders"]:
             _say(sys.stdout, "OVER=%s=%s" % (offender["container"], offender["count"]))
         return EXIT_OVER
     _say(sys.stdout, "OK")

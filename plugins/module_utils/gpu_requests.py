@@ -35,6 +35,13 @@ is counted in shares, ``count`` devices times the shares its ``capacity.requests
 the class's limit is two shares); ``allocationMode: All`` asks for every share there is. A request for
 more shares than allowed is reported like a container asking for 2 slices of a time-sliced GPU.
 
+GPU requests by intent, when ``intents`` holds what each intent becomes on a cluster (the flat map of
+``intents.params_data``, which the intent policies carry): a Pod or Pod template annotated ``gpushare.k8s/gpu`` that
+names no GPU itself is read as admission will rewrite it. Each is reported (what it becomes, or why admission will
+refuse it: an intent no pool gives, a bad count, more than the intent gives one container), and the containers it
+names are checked as if they asked for that resource themselves (``field`` ``intent``). This is a reading of the
+policies' rule for use before deploying; the tests hold it to what the API server's dry run of the policies does.
+
 Counts are read as the API server reads quantities (:func:`quantity.whole_units`): ``2``, ``"2"``,
 ``2000m``, ``2e0`` are 2, ``1k`` is 1000; a quantity that is not a whole number (``1500m``), negative,
 too large or not a quantity at all is an error, never a count.
@@ -62,6 +69,8 @@ __all__ = [
     "WORKLOAD_KINDS",
     "CLAIM_SPEC_PATHS",
     "check_claim_limits",
+    "check_intents",
+    "check_manifest",
     "check_options",
     "container_requests",
     "find_offenders",
@@ -99,6 +108,12 @@ ALL_DEVICES = "all"
 CONTAINER_FIELDS = ("containers", "initContainers", "ephemeralContainers")
 _BUILTIN_GROUPS = frozenset(("", "apps", "batch", "autoscaling", "policy", "extensions"))
 _SKIPPED_FIELDS = frozenset(("apiVersion", "kind", "metadata", "status"))
+# The intent vocabulary's annotations (module_utils/intents.py builds the policies that read them).
+INTENT_ANNOTATION = "gpushare.k8s/gpu"
+COUNT_ANNOTATION = "gpushare.k8s/gpu-count"
+CONTAINERS_ANNOTATION = "gpushare.k8s/gpu-containers"
+_GPU_PREFIX = "nvidia.com/"
+_MAX_INTENT_COUNT = 999
 
 MAX_LIST_DEPTH = 10
 MAX_STEPS = 500000
@@ -213,11 +228,13 @@ def _builtin(api_version):
 
 
 class _Walker:
-    def __init__(self, view, resources, budget=MAX_STEPS, claim_limits=None):
+    def __init__(self, view, resources, budget=MAX_STEPS, claim_limits=None, intents=None):
         self.view = view
         self.resources = resources
         self.claim_limits = claim_limits or {}
+        self.intents = intents
         self.found = []
+        self.asked = []
         self.steps = 0
         self.budget = budget
         self.document = 0
@@ -282,13 +299,16 @@ class _Walker:
             if not _builtin(api_version) or path is not None:
                 self.search(node, obj, where, kind, name, skip=("items",) if listed else ())
             return
-        current = obj
+        current, template = obj, obj
         for position, key in enumerate(path):
             child = current.get(key)
             if view.is_null(child):
                 return
+            template = current  # the mapping holding the Pod spec: the Pod itself, or its template (metadata beside spec)
             current = self.mapping(child, where + ".".join(path[: position + 1]))
         self.check_pod_spec(node, current, where + ".".join(path), kind, name)
+        if self.intents is not None:
+            self.check_intent(node, template, current, where + ".".join(path), kind, name)
 
     def search(self, node, obj, where, kind, name, skip=()):
         """Every mapping of a custom resource (outside metadata and status) holding containers is a Pod spec."""
@@ -391,6 +411,65 @@ class _Walker:
                 self.step()
                 self.check_container(container, "%s.%s[%d]" % (spec_path, field, position), kind, name, obj_node, spec, field)
 
+    def names_gpu(self, spec):
+        """True when the Pod spec names a GPU itself (an ``nvidia.com/`` resource in any container, or a claim)."""
+        view = self.view
+        for field in ("containers", "initContainers"):
+            for container in view.as_list(spec.get(field)) or []:
+                resources = view.as_map((view.as_map(container) or {}).get("resources")) or {}
+                for section in ("limits", "requests"):
+                    if any(str(key).startswith(_GPU_PREFIX) for key in view.as_map(resources.get(section)) or {}):
+                        return True
+        return bool(view.as_list(spec.get("resourceClaims")))
+
+    def check_intent(self, obj_node, template, spec, spec_path, kind, name):
+        """A Pod (template) asking by intent: what admission makes of it, from ``self.intents``; its containers checked."""
+        view = self.view
+        annotations = view.as_map((view.as_map(template.get("metadata")) or {}).get("annotations")) or {}
+        if INTENT_ANNOTATION not in annotations:
+            return
+        intent = view.as_text(annotations.get(INTENT_ANNOTATION)) or ""
+        count = view.as_text(annotations.get(COUNT_ANNOTATION)) if COUNT_ANNOTATION in annotations else "1"
+        count = "" if count is None else count
+        params = self.intents
+        key = "intent." + intent.replace("+", "_")
+        entry = {"document": self.document, "kind": kind, "name": name, "intent": intent, "count": count, "path": spec_path,
+                 "resource": None, "form": None, "containers": [], "refused": None}
+        self.asked.append(entry)
+        if self.names_gpu(spec):
+            entry["refused"] = None
+            entry["form"] = "unchanged"
+            return
+        if key + ".resource" not in params:
+            entry["refused"] = "GPU intent '%s' (annotation %s) is given by no pool of this cluster; %s. Fix: ask for one of %s" % (
+                intent, INTENT_ANNOTATION, params.get("summary", ""), params.get("intents", ""))
+            return
+        if not (count.isdigit() and not count.startswith("0") and int(count) <= _MAX_INTENT_COUNT):
+            entry["refused"] = "annotation %s must be a whole number from 1 to %d, got '%s'" % (COUNT_ANNOTATION, _MAX_INTENT_COUNT, count)
+            return
+        most = params.get(key + ".max", "")
+        entry["resource"] = params[key + ".resource"]
+        entry["form"] = params.get(key + ".form") or "resource"
+        if most and int(count) > int(most):
+            entry["refused"] = "GPU intent '%s' gives at most %s per container (%s), asked for %s; %s. Fix: ask for at most that many, " \
+                "or for an intent that gives more" % (intent, most, entry["resource"], count, params.get("summary", ""))
+            return
+        containers = [view.as_map(item) or {} for item in view.as_list(spec.get("containers")) or []]
+        names = [view.as_text(container.get("name")) or "" for container in containers]
+        if CONTAINERS_ANNOTATION in annotations:
+            wanted = [part.strip() for part in (view.as_text(annotations.get(CONTAINERS_ANNOTATION)) or "").split(",")]
+        else:
+            wanted = names
+        entry["containers"] = [container for container in names if container in wanted]
+        if entry["form"] != "resource":
+            return  # a claim: the claim's own request is what is checked
+        for container in entry["containers"]:
+            if entry["resource"] in self.resources:
+                self.found.append({"document": self.document, "kind": kind, "name": name, "container": container,
+                                   "resource": entry["resource"], "count": int(count), "field": "intent", "path": spec_path,
+                                   "object": obj_node if self.view is _ObjectView else None,
+                                   "pod_spec": spec if self.view is _ObjectView else None})
+
     def check_list(self, obj, where, kind, api_version, depth, seen, top):
         """The items kubectl sends for an object holding ``items``; kind-less items take the list's kind without ``List``."""
         view = self.view
@@ -491,9 +570,44 @@ def check_claim_limits(claim_limits):
     return result
 
 
+def check_intents(intents):
+    """Validate what each intent becomes (``intents.params_data``: a flat map of strings); return it, or raise ValueError."""
+    if intents is None:
+        return None
+    if not isinstance(intents, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in intents.items()):
+        raise ValueError("intents must map strings to strings (what the intent policies carry, intents.params_data)")
+    if "intents" not in intents or "summary" not in intents:
+        raise ValueError("intents lacks 'intents' or 'summary': give the whole params map the intent policies carry")
+    return dict(intents)
+
+
 def read_manifest(text_or_stream):
     """Manifest text (``str``, ``bytes`` or a readable stream) as ``str``, size and encoding checked."""
     return _yaml.read_text(text_or_stream)
+
+
+def _walk(documents_or_text, resources, claim_limits, intents):
+    resources, _max = check_options(resources, 0)
+    claim_limits = check_claim_limits(claim_limits)
+    intents = check_intents(intents)
+    if isinstance(documents_or_text, (str, bytes, bytearray)) or hasattr(documents_or_text, "read"):
+        text = _yaml.read_text(documents_or_text)
+        walker = _Walker(_NodeView, resources, budget=MAX_STEPS + len(text), claim_limits=claim_limits, intents=intents)
+        for index, node in _yaml.kubectl_documents(text):
+            walker.check_document(index, node)
+        return walker
+    if isinstance(documents_or_text, dict):
+        documents = [documents_or_text]
+    elif isinstance(documents_or_text, (list, tuple)):
+        documents = documents_or_text
+    elif documents_or_text is None:
+        documents = []
+    else:
+        raise ManifestError("expected YAML text, an object or a list of objects, got %s" % type(documents_or_text).__name__)
+    walker = _Walker(_ObjectView, resources, claim_limits=claim_limits, intents=intents)
+    for index, document in enumerate(documents):
+        walker.check_document(index, document)
+    return walker
 
 
 def container_requests(documents_or_text, resources=DEFAULT_RESOURCES, claim_limits=None):
@@ -508,26 +622,7 @@ def container_requests(documents_or_text, resources=DEFAULT_RESOURCES, claim_lim
     the device class, ``count`` the shares asked for (:data:`ALL_DEVICES` for ``allocationMode: All``), ``field``
     ``claim``. Raises :class:`ManifestError` for input that cannot be checked.
     """
-    resources, _max = check_options(resources, 0)
-    claim_limits = check_claim_limits(claim_limits)
-    if isinstance(documents_or_text, (str, bytes, bytearray)) or hasattr(documents_or_text, "read"):
-        text = _yaml.read_text(documents_or_text)
-        walker = _Walker(_NodeView, resources, budget=MAX_STEPS + len(text), claim_limits=claim_limits)
-        for index, node in _yaml.kubectl_documents(text):
-            walker.check_document(index, node)
-        return walker.found
-    if isinstance(documents_or_text, dict):
-        documents = [documents_or_text]
-    elif isinstance(documents_or_text, (list, tuple)):
-        documents = documents_or_text
-    elif documents_or_text is None:
-        documents = []
-    else:
-        raise ManifestError("expected YAML text, an object or a list of objects, got %s" % type(documents_or_text).__name__)
-    walker = _Walker(_ObjectView, resources, claim_limits=claim_limits)
-    for index, document in enumerate(documents):
-        walker.check_document(index, document)
-    return walker.found
+    return _walk(documents_or_text, resources, claim_limits, None).found
 
 
 def find_offenders(documents_or_text, resources=DEFAULT_RESOURCES, max_per_container=1, claim_limits=None):
@@ -540,9 +635,19 @@ def find_offenders(documents_or_text, resources=DEFAULT_RESOURCES, max_per_conta
     (``container`` is ``<claim>/<request>``). Raises :class:`ManifestError` for unreadable or invalid input,
     ``ValueError`` for bad options.
     """
+    return check_manifest(documents_or_text, resources, max_per_container, claim_limits)["offenders"]
+
+
+def check_manifest(documents_or_text, resources=DEFAULT_RESOURCES, max_per_container=1, claim_limits=None, intents=None):
+    """``{"offenders": [...], "intents": [...]}``: :func:`find_offenders`'s list, and with ``intents`` (see
+    :func:`check_intents`) one entry per Pod (template) asking by intent: ``{document, kind, name, intent, count,
+    resource, form ("resource", "claim" or "unchanged": it names a GPU itself), containers, refused (the reason
+    admission refuses it, or None)}``. Its containers are offenders when what they become asks for too much."""
     resources, max_per_container = check_options(resources, max_per_container)
-    return [
+    walker = _walk(documents_or_text, resources, claim_limits, intents)
+    offenders = [
         {key: item[key] for key in ("document", "kind", "name", "container", "resource", "count")}
-        for item in container_requests(documents_or_text, resources, claim_limits)
+        for item in walker.found
         if item["count"] == ALL_DEVICES or item["count"] > max_per_container
     ]
+    return {"offenders": offenders, "intents": walker.asked}

@@ -66,6 +66,11 @@ DEFAULTS = {
     "admission_guard": True,
     "admission_guard_name": "gpushare-time-slicing-guard",
     "admission_guard_probe_namespace": "gpu-share",
+    # GPU requests by intent: the policies an administrator installs (the ServiceAccount reads them), and the Pods the
+    # placement step creates, checks and deletes in the lab's namespace
+    "intent_admission": True,
+    "intent_admission_name": "gpushare-gpu-intent",
+    "intent_pods": [],
     "token_source": "request",
     "team_access": False,
     "team_service_account": "gpushare-team",
@@ -73,7 +78,7 @@ DEFAULTS = {
     "pod_security": {"enforce": "baseline", "warn": "restricted", "audit": "restricted"},
 }
 _NAMESPACE_FIELDS = ("namespace", "lab_namespace", "team_namespace", "device_plugin_namespace", "admission_guard_probe_namespace")
-_BOOL_FIELDS = ("mig_migration_report", "quota_coverage", "admission_guard", "team_access")
+_BOOL_FIELDS = ("mig_migration_report", "quota_coverage", "admission_guard", "intent_admission", "team_access")
 
 
 def _shown(value, limit=60):
@@ -146,6 +151,12 @@ def validate_settings(settings, prefix="rbac_"):
     check_dns_subdomain(merged["device_plugin_configmap"], field("device_plugin_configmap"), DEFAULTS["device_plugin_configmap"])
     check_dns_subdomain(merged["team_quota"], field("team_quota"), DEFAULTS["team_quota"])
     check_dns_subdomain(merged["admission_guard_name"], field("admission_guard_name"), DEFAULTS["admission_guard_name"])
+    check_dns_subdomain(merged["intent_admission_name"], field("intent_admission_name"), DEFAULTS["intent_admission_name"])
+    if not isinstance(merged["intent_pods"], list):
+        raise InputError(field("intent_pods"), "must be a list of Pod names, got %s" % _shown(merged["intent_pods"]),
+                         "give the names of the placement step's intent Pods, e.g. [intent-shared]")
+    for index, name in enumerate(merged["intent_pods"]):
+        check_dns_subdomain(name, "%s[%d]" % (field("intent_pods"), index), "intent-shared")
     nodes = merged["nodes"]
     if isinstance(nodes, (str, bytes)) or not isinstance(nodes, (list, tuple)):
         raise InputError(field("nodes"), "must be a list of node names, got %s" % _shown(nodes), "use e.g. [lab-node-0, lab-node-1]")
@@ -271,6 +282,13 @@ def _cluster_rules(s):
          _rule(["admissionregistration.k8s.io"], ["validatingadmissionpolicies", "validatingadmissionpolicybindings"], ["get"],
                [s["admission_guard_name"]])),
     ]
+    if s["intent_admission"]:
+        rules.append((
+            "After step 3 (intent_admission): read the GPU intent policies the administrator installs (playbooks/rbac.yml); "
+            "as for the guard, writing them is not granted.",
+            _rule(["admissionregistration.k8s.io"], ["mutatingadmissionpolicies", "mutatingadmissionpolicybindings",
+                                                     "validatingadmissionpolicies", "validatingadmissionpolicybindings"], ["get"],
+                  [s["intent_admission_name"]])))
     return rules
 
 
@@ -296,6 +314,9 @@ def _namespace_rules(s, namespace):
                           _rule(["batch"], ["cronjobs", "jobs"], ["list"])))
         else:
             rules.append(("The lab report lists the lab's Pods.", _rule([""], ["pods"], ["list"])))
+    if namespace == s["lab_namespace"] and s["intent_admission"] and s["intent_pods"]:
+        rules.append(("Step 8 (placement): delete the Pods that asked for a GPU by intent, once checked (by name).",
+                      _rule([""], ["pods"], ["delete"], _unique(s["intent_pods"]))))
     if namespace == s["team_namespace"]:
         rules.append(("Step 5 (team_quota): create the quota ...", _rule([""], ["resourcequotas"], ["create"])))
         rules.append(("... read it until the quota controller has counted, patch it on a re-run.",

@@ -90,6 +90,7 @@ def test_lab_keeps_what_a_user_added(fresh, run_playbook):
 
     proc = run_playbook("playbooks/lab.yml", extra_vars=fresh["vars"])
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    fresh["first_run"] = proc
 
     data = core.read_namespaced_config_map("device-plugin-configs", "gpu-share").data
     assert data[USER_KEY] == "keep me" and {"default", "shared", "mps"} <= set(data)
@@ -98,6 +99,35 @@ def test_lab_keeps_what_a_user_added(fresh, run_playbook):
     assert node.metadata.labels["nvidia.com/device-plugin.config"] == "shared"
     assert node.status.capacity[USER_RESOURCE] == "3" and node.status.allocatable[USER_RESOURCE] == "3"
     assert node.status.capacity["nvidia.com/gpu"] == "8" and node.status.allocatable["nvidia.com/gpu"] == "8"
+
+
+# Where the isolation table puts each intent of inventory/group_vars/all/lab.yml's gpushare_intent_placement, written by
+# hand: the resource admission must write and the node the scheduler must choose (lab-node-0 unsliced, lab-node-1
+# time-sliced, lab-node-2 MIG 1g.10gb). On the first run the unsliced node has a GPU free (batch-train comes after).
+INTENT_ROWS = {
+    "intent-isolated": ("isolated", "nvidia.com/mig-1g.10gb", "lab-node-2"),
+    "intent-1g-10gb": ("1g.10gb", "nvidia.com/mig-1g.10gb", "lab-node-2"),
+    "intent-shared": ("shared", "nvidia.com/gpu", "lab-node-1"),
+    "intent-whole": ("whole", "nvidia.com/gpu", "lab-node-0"),
+}
+
+
+def intent_rows(proc):
+    """{pod: (intent, resource, node or the pending text)} from step 8's report."""
+    shown = proc.stdout[proc.stdout.index("TASK [gpushare.k8s.placement : Show where each intent landed"):]
+    shown = shown[:shown.index("TASK [", 1)]
+    text = " ".join(line.strip() for line in shown.splitlines())
+    return {m.group(1): (m.group(2), m.group(3), m.group(4)) for m in re.finditer(
+        r"(intent-[\w-]+) \(gpushare\.k8s/gpu: ([\w.]+)\) -> ([\w./-]+): 1 -> ([^\s']+(?: its pool \([\w-]+\) is full)?)", text)}
+
+
+def test_step_8_places_one_pod_per_intent_where_the_table_says_and_removes_them(fresh):
+    """The lab's first run: each intent Pod got, at admission, the resource of the pool the table names and was bound
+    to that pool's node; none of them is left, and the lab's own Pods are where the spec says."""
+    assert intent_rows(fresh["first_run"]) == INTENT_ROWS
+    pods = {pod.metadata.name: pod.spec.node_name for pod in fresh["core"].list_namespaced_pod("gpu-share").items}
+    assert not [name for name in pods if name.startswith("intent-")], pods
+    assert (fresh["root"] / "out" / "placement.txt").read_text() == "prod-inference=lab-node-2\nnotebook=lab-node-1\nbatch-train=lab-node-0\n"
 
 
 def test_after_step_7_the_file_holds_what_the_configmap_holds(fresh):
@@ -118,6 +148,12 @@ def test_second_run_changes_nothing_and_files_are_byte_identical(fresh, run_play
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
     assert recap(proc)["changed"] == 0, [l for l in proc.stdout.splitlines() if l.startswith(("TASK", "changed"))]
     assert tree_digest(fresh["root"]) == before
+    # The unsliced node is full now (batch-train, and plain-gpu when the scheduler put it there): `whole` then waits,
+    # and the scheduler must say that its pool lacks room, not that it went elsewhere.
+    rows = intent_rows(proc)
+    whole = rows.pop("intent-whole")
+    assert rows == {name: row for name, row in INTENT_ROWS.items() if name != "intent-whole"}
+    assert whole in {INTENT_ROWS["intent-whole"], ("whole", "nvidia.com/gpu", "pending: its pool (lab-node-0) is full")}, whole
 
 
 def test_the_summary_reads_line_by_line_under_the_default_callback(fresh, tmp_path):

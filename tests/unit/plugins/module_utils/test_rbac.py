@@ -62,7 +62,22 @@ def test_the_cluster_role_is_narrow():
         # the guard is installed by the administrator; the ServiceAccount only reads it
         (("admissionregistration.k8s.io",), ("validatingadmissionpolicies", "validatingadmissionpolicybindings"), ("get",),
          ("gpushare-time-slicing-guard",)),
+        # so are the GPU intent policies
+        (("admissionregistration.k8s.io",), ("mutatingadmissionpolicies", "mutatingadmissionpolicybindings", "validatingadmissionpolicies",
+                                             "validatingadmissionpolicybindings"), ("get",), ("gpushare-gpu-intent",)),
     }
+    without = role(rbac.rbac_objects(dict(LAB, intent_admission=False)), "ClusterRole")["rules"]
+    assert not [r for r in without if "mutatingadmissionpolicies" in r["resources"]], without
+
+
+def test_the_intent_pods_may_be_deleted_by_name_only():
+    def deletes(settings):
+        return [(o["metadata"]["namespace"], r.get("resourceNames")) for o in rbac.rbac_objects(settings)
+                if o["kind"] == "Role" and o["metadata"]["name"] == "gpushare-lab" for r in o["rules"] if "delete" in r["verbs"]]
+    assert deletes(dict(LAB, intent_pods=["intent-shared", "intent-whole"])) == [("gpu-share", ["intent-shared", "intent-whole"])]
+    assert deletes(LAB) == deletes(dict(LAB, intent_admission=False, intent_pods=["intent-shared"])) == []
+    with pytest.raises(rbac.InputError, match=r"rbac_intent_pods\[0\]"):
+        rbac.rbac_objects(dict(LAB, intent_pods=["Bad Name"]))
 
 
 def test_workload_and_quota_lists_live_in_the_lab_namespaces():
@@ -93,7 +108,7 @@ def test_the_manifest_is_the_objects_with_a_reason_per_rule():
     text = rbac.rbac_manifest(LAB)
     assert list(yaml.safe_load_all(text)) == rbac.rbac_objects(LAB)
     cluster_role = text.split("kind: ClusterRole\n", 1)[1].split("---", 1)[0]
-    assert cluster_role.count("  - apiGroups:") == 5
+    assert cluster_role.count("  - apiGroups:") == 6
     for block in cluster_role.split("  - apiGroups:")[:-1]:
         assert block.rstrip().splitlines()[-1].lstrip().startswith("#"), block  # each rule is preceded by its reason
 
