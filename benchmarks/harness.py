@@ -34,10 +34,10 @@ VENV_BIN = ROOT / ".venv" / "bin"
 PYTHON = str(VENV_BIN / "python") if (VENV_BIN / "python").exists() else sys.executable
 
 
-SECTIONS = ("check", "lab", "scale", "setup", "operator", "sharing", "dra")
+SECTIONS = ("check", "lab", "scale", "setup", "operator", "sharing", "intent", "dra")
 
 
-DEFAULT_SECTIONS = ("check", "lab", "scale", "setup", "operator", "sharing")  # dra runs when asked (--only dra)
+DEFAULT_SECTIONS = ("check", "lab", "scale", "setup", "operator", "sharing", "intent")  # dra runs when asked (--only dra)
 
 
 BUILD_SCRIPT = ROOT / "roles" / "lab_cluster" / "files" / "build-binaries.sh"
@@ -80,6 +80,8 @@ def fmt(value, unit):
         return "%.2fx" % value if value < 100 else "%.0fx" % value
     if unit == "/s":
         return "%.0f/s" % value
+    if unit == "ms":
+        return "%.1f ms" % value
     return "%g %s" % (value, unit)
 
 

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Benchmark harness of gpushare.k8s (`make bench`).
 
-    benchmarks/run.py [--only lab,scale,check,setup,operator,sharing,dra] [--quick] [--runs N] [--json FILE] [--markdown FILE]
+    benchmarks/run.py [--only lab,scale,check,setup,operator,sharing,intent,dra] [--quick] [--runs N] [--json FILE] [--markdown FILE]
 
 Sections (all but dra by default, in this order):
 
@@ -26,6 +26,10 @@ Sections (all but dra by default, in this order):
          against benchmarks/baseline-sharing-kubectl.sh (the same state checked with kubectl, one
          `kubectl get` per kind), and the re-run with both clusters in the inventory against one;
          per-task profile of the one-cluster re-run.
+  intent  on a lab cluster with the GPU intent policies (lab.yml --tags step1,intent_admission): 1,000
+         server dry-run Pod creates, one at a time, in a namespace without the policies (baseline), then
+         where they are bound for a Pod that names its GPU (the policies' matchConditions skip it) and
+         for Pods asking by intent (rewritten and validated; each checked rewritten).
 
   dra    (only with --only dra) 1,000 kwok nodes published as DRA ResourceSlices by one
          gpushare.k8s.dra_resource_slices task (half whole-GPU nodes, half MIG nodes with every
@@ -73,6 +77,7 @@ from section_scale import section_scale  # noqa: E402
 from section_dra import section_dra  # noqa: E402
 from section_operator import section_operator  # noqa: E402
 from section_sharing import section_sharing  # noqa: E402
+from section_intent import section_intent  # noqa: E402
 
 
 def parse_args(argv):
@@ -143,6 +148,7 @@ def main(argv=None):
     sections = {"check": lambda: section_check(env, args), "lab": lambda: section_lab(env, args, clusters),
                 "setup": lambda: section_setup(env, args, clusters), "scale": lambda: section_scale(env, args, clusters),
                 "operator": lambda: section_operator(env, args, clusters), "sharing": lambda: section_sharing(env, args, clusters),
+                "intent": lambda: section_intent(env, args, clusters),
                 "dra": lambda: section_dra(env, args, clusters)}
     try:
         for name in SECTIONS:
