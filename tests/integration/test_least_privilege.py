@@ -575,6 +575,7 @@ class Case(NamedTuple):
 
 CORE, APPS, BATCH, ADMISSION = "", "apps", "batch", "admissionregistration.k8s.io"
 VAP = ("validatingadmissionpolicies", "validatingadmissionpolicybindings")
+INTENT_POLICIES = ("mutatingadmissionpolicies", "mutatingadmissionpolicybindings") + VAP
 WORKLOADS_CORE = ("pods", "podtemplates", "replicationcontrollers")
 APPS_WORKLOADS, BATCH_WORKLOADS = ("daemonsets", "deployments", "replicasets", "statefulsets"), ("cronjobs", "jobs")
 CASES = [
@@ -590,6 +591,8 @@ CASES = [
     Case("namespaces-get", None, ("namespaces",), ("get",), "step1", ("get", "namespaces", CORE), scope=LAB_NS),
     # the lab reads the guard the administrator installed before anything else
     Case("guard-get", None, VAP, ("get",), "admission_guard", ("get", VAP[0], ADMISSION)),
+    # the lab reads the GPU intent policies the administrator installed (and writes nothing when they are as built)
+    Case("intent-get", None, INTENT_POLICIES, ("get",), "intent_admission", ("get", INTENT_POLICIES[0], ADMISSION)),
     # Role in gpu-share
     Case("configmaps-get", LAB_NS, ("configmaps",), ("get", "patch"), "step1", ("get", "configmaps", CORE)),
     Case("configmaps-patch", LAB_NS, ("configmaps",), ("get", "patch"), "step1", ("patch", "configmaps", CORE), drop="patch"),
@@ -599,6 +602,8 @@ CASES = [
     Case("lab-pods-create", LAB_NS, ("pods",), ("get", "create", "patch"), "admission_guard", ("create", "pods", CORE),
          drop="create", extra=("-e", "admission_guard_timeout=3")),
     # the MIG migration report lists every workload kind of the lab's namespaces (gpu-share first)
+    # step 8 deletes the intent Pods it created, by name (the run fails at the removal; the administrator removes them after)
+    Case("lab-intent-pods-delete", LAB_NS, ("pods",), ("delete",), "step8", ("delete", "pods", CORE), prepare="intent-pods"),
     Case("lab-workloads-core-list", LAB_NS, WORKLOADS_CORE, ("list",), "mig_migration_report", ("list", "pods", CORE)),
     Case("lab-workloads-apps-list", LAB_NS, APPS_WORKLOADS, ("list",), "mig_migration_report", ("list", "daemonsets", APPS)),
     Case("lab-workloads-batch-list", LAB_NS, BATCH_WORKLOADS, ("list",), "mig_migration_report", ("list", "cronjobs", BATCH)),
@@ -711,6 +716,10 @@ class Prepared:
             core.create_namespaced_resource_quota(TEAM_NS, self.saved)
         elif self.what == "node-status":
             core.patch_node_status("lab-node-0", {"status": self.saved})
+        elif self.what == "intent-pods":  # what the run could not remove: step 8's intent Pods
+            for pod in core.list_namespaced_pod(LAB_NS).items:
+                if pod.metadata.name.startswith("intent-"):
+                    core.delete_namespaced_pod(pod.metadata.name, LAB_NS, grace_period_seconds=0)
         return False
 
 
