@@ -1,0 +1,180 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The per-node state file of our mock NVML library (``tools/nvml-mock``), written from NVIDIA's hardware tables.
+
+NVIDIA's unmodified binaries (gpu-feature-discovery first) load ``libnvidia-ml.so.1`` through ``LD_LIBRARY_PATH``;
+ours answers their NVML calls from the file :data:`ENV` names. Every product fact in it (name, memory, architecture,
+brand, CUDA compute capability, PCI device id, whether MIG exists) comes from :mod:`gpu_tables` (names resolved by
+:mod:`gpu_products`); the driver, NVML and CUDA versions are those of the mock's DGX server of the product (the
+``dgxa100`` one when none has it). Nothing here types a product fact.
+
+The format is line-oriented so C reads it with ``fgets``: ``<key> <value>``, the value being the rest of the line;
+``#`` starts a comment. Global keys ``format``, ``driver_version``, ``nvml_version``, ``cuda_driver_version``,
+``device_count``; per GPU ``device.<index>.<field>`` with the fields of :data:`DEVICE_FIELDS`. NVML's enums are
+written as numbers (:data:`ARCHITECTURES`, :data:`BRANDS`: the public NVML ABI). Pure Python, no Ansible import.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+
+try:
+    from . import gpu_products as _products
+    from .errors import InputError
+    from .gpu_tables import PRODUCTS as _PRODUCTS
+    from .gpu_tables import SERVERS as _SERVERS
+except ImportError:  # loaded as plain modules, next to each other
+    import gpu_products as _products  # type: ignore[no-redef]
+    from errors import InputError  # type: ignore[no-redef]
+    from gpu_tables import PRODUCTS as _PRODUCTS  # type: ignore[no-redef]
+    from gpu_tables import SERVERS as _SERVERS  # type: ignore[no-redef]
+
+
+__all__ = [
+    "ARCHITECTURES",
+    "BRANDS",
+    "DEVICE_FIELDS",
+    "ENV",
+    "FORMAT",
+    "NvmlStateError",
+    "node_state",
+    "parse",
+    "render",
+    "write",
+]
+
+# The environment variable naming the state file, read by the library at nvmlInit.
+ENV = "GPUSHARE_NVML_STATE"
+FORMAT = 1
+# Supported by tools/nvml-mock/nvml_mock.c: at most this many GPUs per node.
+MAX_DEVICES = 64
+# nvmlDeviceArchitecture_t by the names go-nvlib gives them (the tables' ``architecture``).
+ARCHITECTURES = {
+    "Kepler": 2, "Maxwell": 3, "Pascal": 4, "Volta": 5, "Turing": 6, "Ampere": 7, "Ada Lovelace": 8, "Hopper": 9, "Blackwell": 10,
+}
+# nvmlBrandType_t by the names go-nvlib gives them (the tables' ``brand``).
+BRANDS = {
+    "Quadro": 1, "Tesla": 2, "NVS": 3, "Grid": 4, "GeForce": 5, "Titan": 6, "NvidiaVApps": 7, "NvidiaVPC": 8, "NvidiaVCS": 9,
+    "NvidiaVWS": 10, "NvidiaCloudGaming": 11, "QuadroRTX": 12, "NvidiaRTX": 13, "Nvidia": 14, "GeForceRTX": 15, "TitanRTX": 16,
+}
+DEVICE_FIELDS = (
+    "name", "uuid", "memory_mib", "architecture", "brand", "cuda_compute_capability", "pci_bus_id", "pci_device_id", "minor", "mig_mode",
+)
+_GLOBAL_KEYS = ("format", "driver_version", "nvml_version", "cuda_driver_version", "device_count")
+# The server whose driver a product without a server of its own gets.
+_DEFAULT_SERVER = "dgxa100"
+# UUIDs are stable per node name and GPU index (uuid5 in a namespace of ours).
+_UUID_NAMESPACE = uuid.UUID("8c5b1f52-6f0e-4bb3-9a35-2f1b8d0c6a11")
+
+
+class NvmlStateError(InputError):
+    """A node the mock cannot describe, or a state file it cannot read. ``str(error)`` is ``"<path>: <problem>. Fix: <fix>"``."""
+
+
+def _server_of(product):
+    """The mock's DGX server of ``product`` (canonical name), else the default one: where the driver versions come from."""
+    for name in sorted(_SERVERS):
+        if _SERVERS[name]["product"] == product:
+            return _SERVERS[name]
+    return _SERVERS[_DEFAULT_SERVER]
+
+
+def _gpu_uuid(node, index):
+    return "GPU-%s" % uuid.uuid5(_UUID_NAMESPACE, "%s/%d" % (node, index))
+
+
+def node_state(product, gpus, node="node", mig_enabled=False):
+    """The state of one node with ``gpus`` GPUs of ``product``, as ``[(key, value)]`` in file order (values are strings).
+
+    ``product`` is any spelling :mod:`gpu_products` accepts (``NVIDIA-A100-SXM4-80GB``, ``H100-SXM5-80GB``, ...);
+    ``node`` names the node (its GPUs' UUIDs derive from it); ``mig_enabled`` turns MIG mode on for every GPU of a
+    product that has MIG (a product without MIG answers NVML_ERROR_NOT_SUPPORTED either way).
+    """
+    canonical = _products.canonical(product)
+    if canonical is None:
+        raise NvmlStateError(
+            "product", "unknown GPU product %r" % (product,), "use one of %s (the NVIDIA- prefix is optional)" % ", ".join(_products.products())
+        )
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or not 0 <= gpus <= MAX_DEVICES:
+        raise NvmlStateError("gpus", "must be an integer from 0 to %d, got %r" % (MAX_DEVICES, gpus), "give the node's GPU count, e.g. 2")
+    if not isinstance(node, str) or not node or any(ch.isspace() for ch in node):
+        raise NvmlStateError("node", "must be a node name without spaces, got %r" % (node,), "give the node's name, e.g. lab-node-0")
+    has_mig = canonical in _products.mig_products()
+    if mig_enabled and not has_mig:
+        raise NvmlStateError("mig_enabled", "%s has no MIG" % canonical, "use a product of %s" % ", ".join(_products.mig_products()))
+    facts = _PRODUCTS[canonical]
+    server = _server_of(canonical)
+    major, minor = facts["cuda_compute_capability"].split(".")
+    entries = [
+        ("format", str(FORMAT)),
+        ("driver_version", server["driver_version"]),
+        ("nvml_version", server["nvml_version"]),
+        ("cuda_driver_version", str(server["cuda_driver_version"])),
+        ("device_count", str(gpus)),
+    ]
+    for index in range(gpus):
+        fields = {
+            "name": facts["name"],
+            "uuid": _gpu_uuid(node, index),
+            "memory_mib": str(facts["memory_mib"]),
+            "architecture": str(ARCHITECTURES[facts["architecture"]]),
+            "brand": str(BRANDS[facts["brand"]]),
+            "cuda_compute_capability": "%s %s" % (major, minor),
+            # One GPU per PCI bus, as on a DGX board (domain 0, device 0, function 0).
+            "pci_bus_id": "%08X:%02X:00.0" % (0, index + 1),
+            "pci_device_id": facts["pci_device_id"],
+            "minor": str(index),
+            "mig_mode": ("1" if mig_enabled else "0") if has_mig else "none",
+        }
+        entries.extend(("device.%d.%s" % (index, field), fields[field]) for field in DEVICE_FIELDS)
+    return entries
+
+
+def render(entries, comment=None):
+    """The state file's text for ``entries`` (what :func:`node_state` returns), with an optional first comment line."""
+    lines = ["# %s" % line for line in (comment or "").splitlines()]
+    for key, value in entries:
+        if not key or any(ch.isspace() for ch in key) or "\n" in value or "\r" in value:
+            raise NvmlStateError(key or "key", "cannot be written on one line: %r %r" % (key, value), "keep keys without spaces and values on one line")
+        lines.append("%s %s" % (key, value))
+    return "\n".join(lines) + "\n"
+
+
+def parse(text):
+    """``[(key, value)]`` of a state file's text, as the C library reads it (comments and blank lines skipped)."""
+    entries = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, value = (line.split(None, 1) + [""])[:2]
+        if key not in _GLOBAL_KEYS and not (key.startswith("device.") and key.split(".")[-1] in DEVICE_FIELDS):
+            raise NvmlStateError("line %d" % number, "unknown key %r" % key, "use the keys node_state writes")
+        entries.append((key, value.strip()))
+    return entries
+
+
+def write(path, entries, comment=None):
+    """Write the state file at ``path`` atomically (a reader never sees half a file); return whether it changed."""
+    text = render(entries, comment)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            if handle.read() == text:
+                return False
+    except FileNotFoundError:
+        pass
+    directory = os.path.dirname(os.path.abspath(path))
+    handle, tmp = tempfile.mkstemp(prefix=".nvml-state.", dir=directory)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return True

@@ -1,0 +1,133 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The state file of our mock NVML (nvml_state.py): every fact from NVIDIA's tables, a format the C library reads.
+
+tests/integration/test_nvidia_gfd.py runs NVIDIA's gpu-feature-discovery over the library with these files."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_products, gpu_tables, nvml_state
+from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[4]
+MOCK_SOURCE = ROOT / "tools" / "nvml-mock" / "nvml_mock.c"
+
+
+@pytest.mark.parametrize("product", sorted(gpu_tables.PRODUCTS))
+def test_every_device_field_comes_from_the_tables(product):
+    facts = gpu_tables.PRODUCTS[product]
+    state = dict(nvml_state.node_state("NVIDIA-" + product, 2, node="n1"))
+    assert state["device_count"] == "2"
+    for index in range(2):
+        device = {key.split(".", 2)[2]: value for key, value in state.items() if key.startswith("device.%d." % index)}
+        assert list(device) == list(nvml_state.DEVICE_FIELDS)
+        assert device["name"] == facts["name"]
+        assert device["memory_mib"] == str(facts["memory_mib"])
+        assert device["cuda_compute_capability"] == facts["cuda_compute_capability"].replace(".", " ")
+        assert device["pci_device_id"] == facts["pci_device_id"]
+        assert device["architecture"] == str(nvml_state.ARCHITECTURES[facts["architecture"]])
+        assert device["brand"] == str(nvml_state.BRANDS[facts["brand"]])
+        assert device["mig_mode"] == ("0" if facts["mig_profiles"] else "none")
+        assert device["minor"] == str(index)
+        assert re.fullmatch(r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", device["uuid"])
+        assert re.fullmatch(r"[0-9A-F]{8}:[0-9A-F]{2}:00\.0", device["pci_bus_id"])
+
+
+def test_the_versions_are_those_of_the_mocks_server_of_the_product():
+    state = dict(nvml_state.node_state("H200-141GB-HBM3e", 1))
+    server = gpu_tables.SERVERS["dgxh200"]
+    assert (state["driver_version"], state["nvml_version"], state["cuda_driver_version"]) == (
+        server["driver_version"], server["nvml_version"], str(server["cuda_driver_version"]))
+    # a product no DGX server of the mock has: the DGX A100's driver
+    other = dict(nvml_state.node_state("A30-PCIE-24GB", 1))
+    assert other["driver_version"] == gpu_tables.SERVERS["dgxa100"]["driver_version"]
+
+
+def test_aliases_and_case_name_the_same_gpu():
+    assert nvml_state.node_state("h100-sxm5-80gb", 1, node="x") == nvml_state.node_state("NVIDIA-H100-80GB-HBM3", 1, node="x")
+
+
+def test_uuids_are_stable_per_node_and_distinct_across_nodes_and_gpus():
+    def uuids(node):
+        return [value for key, value in nvml_state.node_state("A100-SXM4-80GB", 3, node=node) if key.endswith(".uuid")]
+
+    assert uuids("a") == uuids("a")
+    assert len(set(uuids("a") + uuids("b"))) == 6
+
+
+def test_mig_mode_on():
+    state = dict(nvml_state.node_state("A100-SXM4-80GB", 2, mig_enabled=True))
+    assert state["device.0.mig_mode"] == state["device.1.mig_mode"] == "1"
+
+
+def test_no_gpus():
+    assert dict(nvml_state.node_state("A100-SXM4-80GB", 0))["device_count"] == "0"
+    assert not [entry for entry in nvml_state.node_state("A100-SXM4-80GB", 0) if entry[0].startswith("device.")]
+
+
+def test_render_parse_round_trip_and_comment():
+    entries = nvml_state.node_state("B200-180GB-HBM3e", 2, node="n")
+    text = nvml_state.render(entries, comment="node n\nwritten by a test")
+    assert text.startswith("# node n\n# written by a test\nformat 1\n") and text.endswith("\n")
+    assert "device.0.name NVIDIA B200 180GB HBM3e\n" in text  # the value is the rest of the line, spaces and all
+    assert nvml_state.parse(text) == entries
+
+
+def test_write_is_atomic_and_says_whether_it_changed(tmp_path):
+    path = tmp_path / "state"
+    entries = nvml_state.node_state("A30-PCIE-24GB", 1)
+    assert nvml_state.write(str(path), entries) is True
+    assert nvml_state.write(str(path), entries) is False
+    assert nvml_state.parse(path.read_text()) == entries
+    assert nvml_state.write(str(path), nvml_state.node_state("A30-PCIE-24GB", 2)) is True
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state"]  # no temporary file left
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("A100-SXM4-81GB", 1), "product: unknown GPU product 'A100-SXM4-81GB'. Fix: use one of A100-PCIE-40GB"),
+        (("A100-SXM4-80GB", -1), "gpus: must be an integer from 0 to 64, got -1"),
+        (("A100-SXM4-80GB", 65), "gpus: must be an integer from 0 to 64, got 65"),
+        (("A100-SXM4-80GB", True), "gpus: must be an integer from 0 to 64, got True"),
+        (("A100-SXM4-80GB", 1, "two words"), "node: must be a node name without spaces, got 'two words'"),
+    ],
+)
+def test_bad_input(args, message):
+    with pytest.raises(nvml_state.NvmlStateError) as error:
+        nvml_state.node_state(*args)
+    assert str(error.value).startswith(message)
+    assert isinstance(error.value, InputError)
+
+
+def test_values_must_fit_one_line():
+    with pytest.raises(nvml_state.NvmlStateError, match="cannot be written on one line"):
+        nvml_state.render([("device.0.name", "two\nlines")])
+
+
+def test_parse_refuses_unknown_keys():
+    with pytest.raises(nvml_state.NvmlStateError, match=r"line 2: unknown key 'device\.0\.colour'"):
+        nvml_state.parse("format 1\ndevice.0.colour green\n")
+
+
+def test_the_c_library_reads_exactly_the_keys_written():
+    """nvml_mock.c compares keys with strcmp: the keys it knows are the ones node_state writes, no more, no fewer."""
+    source = MOCK_SOURCE.read_text()
+    device_keys = set(re.findall(r'!strcmp\(key, "([a-z_]+)"\)', source[source.index("static int set_device"):source.index("static int set_global")]))
+    global_keys = set(re.findall(r'!strcmp\(key, "([a-z_]+)"\)', source[source.index("static int set_global"):source.index("static nvmlReturn_t load_state")]))
+    written = [entry[0] for entry in nvml_state.node_state("A100-SXM4-80GB", 1)]
+    assert {key.split(".", 2)[2] for key in written if key.startswith("device.")} == device_keys == set(nvml_state.DEVICE_FIELDS)
+    assert {key for key in written if not key.startswith("device.")} == global_keys
+    assert nvml_state.ENV in source
+
+
+def test_enums_cover_the_tables():
+    assert {facts["architecture"] for facts in gpu_tables.PRODUCTS.values()} <= set(nvml_state.ARCHITECTURES)
+    assert {facts["brand"] for facts in gpu_tables.PRODUCTS.values()} <= set(nvml_state.BRANDS)
+    assert gpu_products.mig_products()  # every product with MIG answers nvmlDeviceGetMigMode
