@@ -13,7 +13,7 @@ export ANSIBLE_HOME ?= $(HOME)/.ansible
 PLAYBOOK := ansible-playbook
 PYTEST := $(VENV)/bin/python -m pytest
 
-.PHONY: help setup venv link cluster cluster-down lab dra cluster-operator cluster-operator-down lab-operator test unit integration molecule sanity lint build clean tables helm
+.PHONY: help setup venv link cluster cluster-down lab dra cluster-operator cluster-operator-down lab-operator test unit integration molecule sanity lint build clean tables helm nvidia
 
 help:
 	@echo "make lab           set up, build the control plane if needed, start the local cluster, run the lab"
@@ -25,6 +25,7 @@ help:
 	@echo "make build         build the collection tarball"
 	@echo "make tables        regenerate NVIDIA's hardware tables (plugins/module_utils/gpu_tables.py) from go-nvml's mock"
 	@echo "make helm          build (once; cached after) the helm that tools/helm/go.mod pins and print its path"
+	@echo "make nvidia        build (once; cached after) NVIDIA's gpu-feature-discovery (tools/nvidia) and our mock NVML (tools/nvml-mock); print their paths"
 
 setup: venv link
 
@@ -98,7 +99,7 @@ lint: setup
 OUTPUT := $(CURDIR)/tests/output
 MOLECULE_LOG := $(OUTPUT)/molecule.log
 LIVE_LOG := $(OUTPUT)/live-tests.log
-test: cluster helm
+test: cluster helm nvidia
 	@mkdir -p $(OUTPUT)
 	@echo "[test] the unit tests while molecule's cluster starts; its output: $(MOLECULE_LOG)"
 	@{ molecule reset && molecule create; } > $(MOLECULE_LOG) 2>&1 & create=$$!; \
@@ -130,6 +131,13 @@ tables:
 # charts (tests/integration/helm_tool.py); prints the binary's path.
 helm:
 	@tools/helm/build.sh
+
+# NVIDIA's unmodified gpu-feature-discovery (k8s-device-plugin as tools/nvidia/go.mod pins it) and our mock
+# libnvidia-ml.so.1 (tools/nvml-mock), built into the user's cache on first use (GFD: a minute or two; the mock: a
+# second), for tests/integration/test_nvidia_gfd.py (docs/nvidia-gfd.md); prints the binary and the library's directory.
+nvidia:
+	@gfd=$$(tools/nvidia/build.sh) && mock=$$(tools/nvml-mock/build.sh) && \
+	  echo "$$gfd/gpu-feature-discovery" && echo "$$mock/libnvidia-ml.so.1"
 
 # The tarball's README.md is docs/collection/README.md (for someone who installed it), not this checkout's.
 build: setup

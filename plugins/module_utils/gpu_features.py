@@ -5,11 +5,11 @@
 """The node labels gpu-feature-discovery (GFD) would put on a simulated GPU node.
 
 Computed from one inventory node, what it advertises (``node_gpu_resources``) and its
-device-plugin config, following NVIDIA/k8s-device-plugin v0.20.0 ``internal/lm``:
+device-plugin config, following NVIDIA/k8s-device-plugin v0.18.0 ``internal/lm`` (the version tools/nvidia/go.mod pins):
 
 * ``resource.go`` ``baseLabeler``: ``nvidia.com/gpu.{product,count,replicas,sharing-strategy}``;
-  ``product`` gets ``-SHARED`` when the resource is replicated (replicas > 1) and not renamed
-  (``rename`` or ``renameByDefault``); ``sharing-strategy`` is ``none`` unless replicated.
+  ``product`` gets ``-SHARED`` when the resource is replicated (replicas > 1) and not renamed by
+  ``renameByDefault`` (GFD ignores a resource's own ``rename``); ``sharing-strategy`` is ``none`` unless replicated.
   ``gpu.memory`` is the device's total memory in MiB.
 * ``mig-strategy.go`` ``newGPULabelers``: MIG-enabled GPUs are labelled *without sharing*
   (a nil config), so ``gpu.replicas`` is ``0`` and ``gpu.sharing-strategy`` ``none`` on a MIG
@@ -17,9 +17,18 @@ device-plugin config, following NVIDIA/k8s-device-plugin v0.20.0 ``internal/lm``
 * ``mig-strategy.go`` ``newMigLabeler``: ``nvidia.com/mig.strategy`` only when the strategy is not
   ``none``; for ``mixed`` one label set per profile ``nvidia.com/mig-<profile>.{count,replicas,
   sharing-strategy,product,memory}`` (product ``<model>-MIG-<profile>``).
+* ``resource.go`` ``newArchitectureLabels``: ``nvidia.com/gpu.{family,compute.major,compute.minor}`` from the
+  product's CUDA compute capability (:mod:`gpu_tables`), the family by ``getArchFamily`` (:data:`FAMILIES`), on
+  MIG-enabled GPUs too.
+* ``nvml.go`` ``newSharingLabeler``: ``nvidia.com/mps.capable`` is ``true`` when the config's sharing strategy is MPS
+  (a resource with replicas > 1 under ``sharing.mps``), ``false`` otherwise.
 * ``nvidia.com/mig.capable``: whether the product can be partitioned at all.
+* ``gpu.product`` of a node without MIG is GFD's spelling of the NVML name (``NVIDIA-`` + the canonical name of
+  :mod:`gpu_products`), whatever alias the inventory used; a MIG node's is ``mig.product`` verbatim (lab step 3).
 
-Architecture, driver and CUDA labels are not simulated. Pure Python, no Ansible import.
+tests/integration/test_nvidia_gfd.py holds these rules to NVIDIA's unmodified gpu-feature-discovery run over our mock
+NVML (docs/nvidia-gfd.md). Left out on purpose, as environment facts rather than the node's model: the driver and
+CUDA version labels, ``gpu.machine``, ``gpu.mode`` and ``vgpu.present``. Pure Python, no Ansible import.
 """
 
 from __future__ import annotations
@@ -39,8 +48,10 @@ except ImportError:  # loaded as plain modules, next to each other
 
 
 __all__ = [
+    "FAMILIES",
     "FeatureError",
     "MANAGED_LABELS",
+    "family",
     "feature_labels",
     "gpu_memory_mib",
     "is_managed_label",
@@ -51,11 +62,15 @@ __all__ = [
 GPU = "nvidia.com/gpu."
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
 MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
+MPS_CAPABLE_LABEL = "nvidia.com/mps.capable"
 SHARED_SUFFIX = "-SHARED"
 MIXED = "mixed"
 
-_GPU_SUFFIXES = ("count", "product", "replicas", "sharing-strategy", "memory")
-MANAGED_LABELS = tuple(GPU + suffix for suffix in _GPU_SUFFIXES) + (MIG_STRATEGY_LABEL, MIG_CAPABLE_LABEL)
+_GPU_SUFFIXES = ("count", "product", "replicas", "sharing-strategy", "memory", "family", "compute.major", "compute.minor")
+MANAGED_LABELS = tuple(GPU + suffix for suffix in _GPU_SUFFIXES) + (MIG_STRATEGY_LABEL, MIG_CAPABLE_LABEL, MPS_CAPABLE_LABEL)
+# gpu.family by CUDA compute capability major (and minor where it splits one), as GFD's getArchFamily names them.
+FAMILIES = {1: "tesla", 2: "fermi", 3: "kepler", 5: "maxwell", 6: "pascal", 7: ("volta", 5, "turing"), 8: ("ampere", 9, "ada-lovelace"),
+            9: "hopper", 10: "blackwell", 12: "blackwell"}
 _MIG_SUFFIXES = ("count", "replicas", "sharing-strategy", "product", "memory")
 _MIG_LABEL_RE = re.compile(r"^nvidia\.com/mig-[0-9]+g\.[0-9]+gb(\.me)?\.(%s)$" % "|".join(_MIG_SUFFIXES))
 _LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
@@ -90,6 +105,27 @@ def gpu_memory_mib(product, where="product"):
     return _products.memory_mib(_canonical(product, where))
 
 
+def family(major, minor):
+    """GFD's ``gpu.family`` of a CUDA compute capability: ``(8, 0)`` -> ``ampere``, ``(8, 9)`` -> ``ada-lovelace``."""
+    entry = FAMILIES.get(major, "undefined")
+    if isinstance(entry, tuple):
+        below, split, above = entry
+        return below if minor < split else above
+    return entry
+
+
+def _architecture_labels(product):
+    """``gpu.family``, ``gpu.compute.major`` and ``gpu.compute.minor`` of a product, from the tables."""
+    major, minor = _products.cuda_compute_capability(product)
+    return {GPU + "family": family(major, minor), GPU + "compute.major": major, GPU + "compute.minor": minor}
+
+
+def _mps_capable(config):
+    """GFD's ``mps.capable``: whether the config's sharing strategy is MPS (some resource under ``sharing.mps`` replicated)."""
+    strategy, resources = _dp.sharing_of(config)
+    return strategy == _dp.STRATEGY_MPS and any(resource["replicas"] > 1 for resource in resources)
+
+
 def _label_value(value, where):
     if len(value) > 63 or not _LABEL_VALUE_RE.fullmatch(value):
         raise FeatureError(
@@ -107,7 +143,11 @@ def _profile_of(resource):
 
 
 def _replicated_gpu(config):
-    """``(strategy, replicas, renamed)`` of ``nvidia.com/gpu`` under ``config`` (validated)."""
+    """``(strategy, replicas, renamed)`` of ``nvidia.com/gpu`` under ``config`` (validated).
+
+    Renamed only by ``renameByDefault``: GFD v0.18.0 drops a resource's own ``rename`` before labelling
+    (``DisableResourceNamingInConfig``, "not yet supported ... Ignoring"), so a renamed resource still gets ``-SHARED``.
+    """
     strategy, resources = _dp.sharing_of(config)
     if strategy == _dp.STRATEGY_NONE:
         return _dp.STRATEGY_NONE, 1, False
@@ -115,8 +155,7 @@ def _replicated_gpu(config):
     rename_by_default = _dp.validate_config(config)["sharing"][key].get("renameByDefault", False)
     for resource in resources:
         if resource["name"] == _dp.DEFAULT_RESOURCE:
-            renamed = _dp.advertised_name(resource, rename_by_default) != resource["name"]
-            return strategy, resource["replicas"], renamed
+            return strategy, resource["replicas"], bool(rename_by_default)
     return _dp.STRATEGY_NONE, 1, False
 
 
@@ -182,6 +221,8 @@ def feature_labels(node, advertised, config=None, default_product=None, mig_stra
         # MIG-enabled GPUs are labelled without sharing: replicas 0, strategy none (newGPULabelers).
         labels.update({GPU + "product": product, GPU + "count": gpus, GPU + "replicas": 0, GPU + "sharing-strategy": _dp.STRATEGY_NONE})
         labels[GPU + "memory"] = memory
+        labels.update(_architecture_labels(product))
+        labels[MPS_CAPABLE_LABEL] = "false"  # the node's GPUs run no device-plugin config with sharing
         labels[MIG_STRATEGY_LABEL] = MIXED
         table = _mig.profiles(product)
         for resource in sorted(advertised):
@@ -204,8 +245,10 @@ def feature_labels(node, advertised, config=None, default_product=None, mig_stra
                 "missing: a node without mig needs a GPU product for nvidia.com/gpu.product and nvidia.com/gpu.memory",
                 "set product on the node or a lab-wide default product, e.g. NVIDIA-A100-SXM4-80GB",
             )
-        product = _label_value(str(product), "%s.product" % where)
+        _label_value(str(product), "%s.product" % where)
         memory = gpu_memory_mib(product, "%s.product" % where)
+        # GFD labels the NVML name with spaces as '-': the tables' name, whatever alias the inventory used.
+        product = _products.PREFIX + _products.canonical(product)
         try:
             normalised = _dp.validate_config(config if config is not None else {"version": "v1"}, name=node.get("config"))
             strategy, replicas, renamed = _replicated_gpu(normalised)
@@ -218,6 +261,8 @@ def feature_labels(node, advertised, config=None, default_product=None, mig_stra
         labels[GPU + "replicas"] = replicas
         labels[GPU + "sharing-strategy"] = strategy if shared else _dp.STRATEGY_NONE
         labels[GPU + "memory"] = memory
+        labels.update(_architecture_labels(product))
+        labels[MPS_CAPABLE_LABEL] = "true" if _mps_capable(normalised) else "false"
         if mig_strategy is None:
             mig_strategy = normalised.get("flags", {}).get("migStrategy", "none")
         if mig_strategy != "none":

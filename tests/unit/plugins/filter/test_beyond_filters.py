@@ -24,27 +24,39 @@ LAB_VARS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "inve
 A100 = "NVIDIA-A100-SXM4-80GB"
 # gpu-feature-discovery's labels for the lab's three nodes (inventory/group_vars/all/lab.yml), written out by hand:
 # two A100 80GB (81920 MiB) each; lab-node-1 time-sliced 4 ways (product -SHARED); lab-node-2 in MIG mixed strategy,
-# one GPU split into seven 1g.10gb instances (9856 MiB each), its GPUs labelled without sharing (replicas 0).
+# one GPU split into seven 1g.10gb instances (9856 MiB each), its GPUs labelled without sharing (replicas 0); every node
+# with the Ampere architecture labels of compute capability 8.0 and mps.capable=false (no MPS config).
 LAB_LABELS = {
     "lab-node-0": {
         "nvidia.com/gpu.count": "2",
         "nvidia.com/gpu.memory": "81920",
+        "nvidia.com/gpu.family": "ampere",
+        "nvidia.com/gpu.compute.major": "8",
+        "nvidia.com/gpu.compute.minor": "0",
         "nvidia.com/gpu.product": A100,
         "nvidia.com/gpu.replicas": "1",
         "nvidia.com/gpu.sharing-strategy": "none",
         "nvidia.com/mig.capable": "true",
+        "nvidia.com/mps.capable": "false",
     },
     "lab-node-1": {
         "nvidia.com/gpu.count": "2",
         "nvidia.com/gpu.memory": "81920",
+        "nvidia.com/gpu.family": "ampere",
+        "nvidia.com/gpu.compute.major": "8",
+        "nvidia.com/gpu.compute.minor": "0",
         "nvidia.com/gpu.product": A100 + "-SHARED",
         "nvidia.com/gpu.replicas": "4",
         "nvidia.com/gpu.sharing-strategy": "time-slicing",
         "nvidia.com/mig.capable": "true",
+        "nvidia.com/mps.capable": "false",
     },
     "lab-node-2": {
         "nvidia.com/gpu.count": "2",
         "nvidia.com/gpu.memory": "81920",
+        "nvidia.com/gpu.family": "ampere",
+        "nvidia.com/gpu.compute.major": "8",
+        "nvidia.com/gpu.compute.minor": "0",
         "nvidia.com/gpu.product": A100,
         "nvidia.com/gpu.replicas": "0",
         "nvidia.com/gpu.sharing-strategy": "none",
@@ -55,6 +67,7 @@ LAB_LABELS = {
         "nvidia.com/mig-1g.10gb.sharing-strategy": "none",
         "nvidia.com/mig.capable": "true",
         "nvidia.com/mig.strategy": "mixed",
+        "nvidia.com/mps.capable": "false",
     },
 }
 

@@ -1,0 +1,272 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The GFD-label model held to NVIDIA's own gpu-feature-discovery (issue 28, stage 2). No cluster is needed.
+
+NVIDIA's unmodified gpu-feature-discovery (tools/nvidia: k8s-device-plugin v0.18.0 built from a go.mod of ours) runs
+over our mock NVML (tools/nvml-mock: a C libnvidia-ml.so.1 found through LD_LIBRARY_PATH) with a per-node state file
+that plugins/module_utils/nvml_state.py writes from NVIDIA's hardware tables. For every product of the tables, under
+every kind of device-plugin config the collection writes (rendered by the collection's own code, as the ConfigMap
+holds it), GFD's ``nvidia.com/*`` labels must be the model's (``inventory.feature_labels``, what the
+gpu_feature_labels filter and role set), label for label and value for value. The labels the model leaves out on
+purpose are in ENVIRONMENT_LABELS, each with its reason; any other difference fails.
+
+The comparison table is printed (``pytest -s`` or ``-rA`` show it); a summary per label is also given as a warning,
+so it shows in the warnings summary of any run, xdist included. Both builds are cached in the user's cache (cold:
+a couple of minutes for GFD, a second for the mock; their progress lines are shown as a warning too).
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, subprocess_env
+from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_products, gpu_tables, inventory, nvml_state
+
+BUILD_MOCK = REPO / "tools" / "nvml-mock" / "build.sh"
+BUILD_NVIDIA = REPO / "tools" / "nvidia" / "build.sh"
+LAB_VARS = REPO / "inventory" / "group_vars" / "all" / "lab.yml"
+GPUS = 2  # a small node: GFD's labels do not depend on the count beyond gpu.count (1, 8 and 0 are checked too)
+RUN_TIMEOUT = 60
+
+_VERSIONS = ("the node's driver and CUDA versions: installed software, not the GPU or its config; the model has no driver "
+             "(the mock answers with the versions of go-nvml's DGX server of the product)")
+_HOST = "read from the host, not through NVML: {what}; the model describes the GPU, not the machine it is in"
+# The labels GFD writes that the model leaves out on purpose, each with its reason. Listed once: any other label GFD
+# writes and the model does not (or the other way round), and any value that differs, fails the test.
+ENVIRONMENT_LABELS = {
+    **dict.fromkeys((
+        "nvidia.com/cuda.driver.major", "nvidia.com/cuda.driver.minor", "nvidia.com/cuda.driver.rev",
+        "nvidia.com/cuda.driver-version.major", "nvidia.com/cuda.driver-version.minor", "nvidia.com/cuda.driver-version.revision",
+        "nvidia.com/cuda.driver-version.full",
+        "nvidia.com/cuda.runtime.major", "nvidia.com/cuda.runtime.minor",
+        "nvidia.com/cuda.runtime-version.major", "nvidia.com/cuda.runtime-version.minor", "nvidia.com/cuda.runtime-version.full",
+    ), _VERSIONS),
+    "nvidia.com/gpu.machine": _HOST.format(what="the DMI product name (/sys/class/dmi/id/product_name), 'unknown' without one"),
+    "nvidia.com/gpu.mode": _HOST.format(what="each GPU's PCI class in /sys/bus/pci/devices/<bus id>/, 'unknown' on a machine without "
+                                             "the GPU's PCI device (a real data-centre GPU says 'compute')"),
+    "nvidia.com/vgpu.present": _HOST.format(what="whether the host's PCI bus has NVIDIA vGPU devices (go-nvlib's nvpci over sysfs)"),
+}
+
+
+def _time_slicing(replicas, rename_by_default=False, fail=False):
+    block = {"resources": [{"name": "nvidia.com/gpu", "replicas": replicas}]}
+    if rename_by_default:
+        block["renameByDefault"] = True
+    if fail:
+        block["failRequestsGreaterThanOne"] = True
+    return {"version": "v1", "flags": {"migStrategy": "none"}, "sharing": {"timeSlicing": block}}
+
+
+def _mps(replicas, rename_by_default=False):
+    block = {"resources": [{"name": "nvidia.com/gpu", "replicas": replicas}]}
+    if rename_by_default:
+        block["renameByDefault"] = True
+    return {"version": "v1", "sharing": {"mps": block}}
+
+
+def device_plugin_configs():
+    """Every kind of device-plugin config the collection writes for a node without MIG: name -> config.
+
+    No sharing; time-slicing with replicas 2, 4 and 7 (one replica is no sharing: the collection refuses it and writes
+    no sharing section), renameByDefault off and on, failRequestsGreaterThanOne off and on; MPS with replicas 2 and 4,
+    renameByDefault off and on; a resource's own ``rename``; the plugin's MIG strategies on a GPU without MIG enabled;
+    and the lab's own configs (inventory/group_vars/all/lab.yml) as they are.
+    """
+    configs = {"default": {"version": "v1", "flags": {"migStrategy": "none"}}}
+    for replicas, rename, fail in itertools.product((2, 4, 7), (False, True), (False, True)):
+        name = "ts%d%s%s" % (replicas, "-rename" if rename else "", "-fail" if fail else "")
+        configs[name] = _time_slicing(replicas, rename, fail)
+    for replicas, rename in itertools.product((2, 4), (False, True)):
+        configs["mps%d%s" % (replicas, "-rename" if rename else "")] = _mps(replicas, rename)
+    configs["ts4-own-rename"] = {"version": "v1", "sharing": {"timeSlicing": {
+        "resources": [{"name": "nvidia.com/gpu", "replicas": 4, "rename": "nvidia.com/gpu-sliced"}]}}}
+    configs["mig-single"] = {"version": "v1", "flags": {"migStrategy": "single"}}
+    configs["mig-mixed"] = {"version": "v1", "flags": {"migStrategy": "mixed"}}
+    lab = yaml.safe_load(LAB_VARS.read_text())["gpushare_device_plugin_configs"]
+    configs.update(("lab.%s" % name, config) for name, config in lab.items())
+    return configs
+
+
+CONFIGS = device_plugin_configs()
+# The config texts the collection puts in the device-plugin ConfigMap (inventory.render_configs, as the roles do).
+CONFIG_TEXTS = inventory.render_configs(CONFIGS)
+
+
+def cases():
+    """(product as the inventory spells it, config name or None for the plugin's defaults, GPU count) to compare."""
+    products = ["NVIDIA-" + product for product in gpu_products.products()]
+    result = [(product, name, GPUS) for product in products for name in [None, *sorted(CONFIGS)]]
+    # Every other spelling of a product the inventory accepts, and other GPU counts.
+    result += [(alias, "default", GPUS) for alias in sorted(gpu_products.ALIASES)]
+    result += [(products[0], "ts4", 1), (products[0], "mps4", 8), (products[0], "default", 0)]
+    return result
+
+
+def _build(script):
+    start = time.monotonic()
+    proc = subprocess.run([str(script)], cwd=REPO, capture_output=True, text=True, timeout=1500, env=subprocess_env(), check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    if proc.stderr:  # a cold build: show its progress lines in the run's warnings summary
+        warnings.warn("%s built in %.0f s:\n%s" % (script.relative_to(REPO), time.monotonic() - start, proc.stderr), stacklevel=1)
+    return Path(proc.stdout.strip())
+
+
+@pytest.fixture(scope="module")
+def tools():
+    """(GFD binary, directory of our libnvidia-ml.so.1), built once and cached in the user's cache."""
+    return _build(BUILD_NVIDIA) / "gpu-feature-discovery", _build(BUILD_MOCK)
+
+
+def run_gfd(tools, workdir, state_entries, config_text=None, state_env=True):
+    """NVIDIA's GFD, one shot, over our library and ``state_entries``: its CompletedProcess and labels ({} if none)."""
+    gfd, mock = tools
+    workdir.mkdir(parents=True, exist_ok=True)
+    state = workdir / "nvml-state"
+    nvml_state.write(str(state), state_entries)
+    output = workdir / "labels"
+    if output.exists():
+        output.unlink()
+    args = [str(gfd), "--oneshot", "--no-timestamp", "--output-file", str(output)]
+    if config_text is not None:
+        config = workdir / "config.yaml"
+        config.write_text(config_text + "\n")
+        args += ["--config-file", str(config)]
+    env = {key: value for key, value in os.environ.items() if key not in ("NVIDIA_VISIBLE_DEVICES", nvml_state.ENV)}
+    env["LD_LIBRARY_PATH"] = str(mock)
+    if state_env:
+        env[nvml_state.ENV] = str(state)
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT, env=env, check=False)
+    labels = {}
+    if output.exists():
+        for line in output.read_text().splitlines():
+            if line.strip():
+                key, value = line.split("=", 1)
+                labels[key] = value
+    return proc, labels
+
+
+def _node(product, config, gpus):
+    node = {"name": "gfd-node", "gpus": gpus, "product": product}
+    if config is not None:
+        node["config"] = config
+    return node
+
+
+def _table(rows, headers):
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
+    line = "  ".join("%%-%ds" % width for width in widths)
+    lines = [line % tuple(headers), line % tuple("-" * width for width in widths)] + [line % tuple(row) for row in rows]
+    return "\n".join(text.rstrip() for text in lines)
+
+
+@pytest.fixture(scope="module")
+def comparison(tools, tmp_path_factory):
+    """Every case run through GFD and the model: a list of dicts (the case, GFD's labels, the model's, the differences)."""
+    workdir = tmp_path_factory.mktemp("gfd")
+    results = []
+    start = time.monotonic()
+    for product, config, gpus in cases():
+        text = CONFIG_TEXTS[config] if config is not None else None
+        proc, gfd = run_gfd(tools, workdir, nvml_state.node_state(product, gpus, node="gfd-node"), text)
+        assert proc.returncode == 0 and gfd, "GFD failed on %s x %s x %d GPUs:\n%s" % (product, config, gpus, proc.stderr[-3000:])
+        gfd = {key: value for key, value in gfd.items() if key.startswith("nvidia.com/")}
+        model = inventory.feature_labels(_node(product, config, gpus), CONFIGS, None)
+        compared = sorted((set(gfd) | set(model)) - set(ENVIRONMENT_LABELS))
+        differences = [(key, gfd.get(key, "(absent)"), model.get(key, "(absent)")) for key in compared if gfd.get(key) != model.get(key)]
+        results.append({"product": product, "config": config or "(plugin defaults)", "gpus": gpus, "gfd": gfd, "model": model,
+                        "compared": compared, "differences": differences})
+    elapsed = time.monotonic() - start
+    rows = [(r["product"], r["config"], r["gpus"], len(r["compared"]), len(r["compared"]) - len(r["differences"]), len(r["differences"]),
+             r["gfd"].get("nvidia.com/gpu.product", "-"), r["gfd"].get("nvidia.com/mps.capable", "-")) for r in results]
+    print("\nNVIDIA gpu-feature-discovery v0.18.0 over our NVML mock vs the model (%d cases, %.1f s):\n" % (len(results), elapsed))
+    print(_table(rows, ("product (inventory)", "config", "gpus", "compared", "same", "differ", "GFD gpu.product", "GFD mps.capable")))
+    by_label = {}
+    for result in results:
+        for key in result["compared"]:
+            counts = by_label.setdefault(key, [0, 0])
+            counts[0 if (key, result["gfd"].get(key, "(absent)"), result["model"].get(key, "(absent)")) not in result["differences"] else 1] += 1
+    summary = [(key, same + differ, same, differ) for key, (same, differ) in sorted(by_label.items())]
+    seen = sorted({key for r in results for key in r["gfd"] if key in ENVIRONMENT_LABELS})
+    report = (
+        "GFD v0.18.0 vs the model over %d products x %d configs (+ aliases and GPU counts): %d cases in %.1f s\n%s\n"
+        "left out on purpose (ENVIRONMENT_LABELS, GFD wrote %d of %d): %s"
+        % (len(gpu_tables.PRODUCTS), len(CONFIGS) + 1, len(results), elapsed, _table(summary, ("label", "cases", "same", "differ")),
+           len(seen), len(ENVIRONMENT_LABELS), ", ".join(key[len("nvidia.com/"):] for key in seen))
+    )
+    print("\n" + report)
+    warnings.warn(report, stacklevel=1)
+    return results
+
+
+def test_gfd_writes_the_models_labels_for_every_product_and_config(comparison):
+    failing = [r for r in comparison if r["differences"]]
+    rows = [(r["product"], r["config"], r["gpus"], key, gfd, model) for r in failing for key, gfd, model in r["differences"]]
+    assert not failing, "%d of %d cases differ from NVIDIA's GFD:\n%s" % (
+        len(failing), len(comparison), _table(rows, ("product", "config", "gpus", "label", "GFD", "model")))
+
+
+def test_every_case_compares_the_full_label_set(comparison):
+    for result in comparison:
+        if result["gpus"]:
+            # count, product, replicas, sharing-strategy, memory, family, compute major/minor, mig.capable, mps.capable
+            assert len(result["compared"]) >= 10, result
+        else:
+            assert result["model"] == {} and result["compared"] == [], result  # no GPU: GFD writes only host labels
+
+
+def test_the_label_exceptions_are_all_real(comparison):
+    """Every label left out on purpose is one GFD writes here, and one the model never writes."""
+    written = {key for result in comparison for key in result["gfd"]}
+    assert set(ENVIRONMENT_LABELS) <= written, sorted(set(ENVIRONMENT_LABELS) - written)
+    assert not {key for result in comparison for key in result["model"]} & set(ENVIRONMENT_LABELS)
+
+
+def test_gfd_says_mps_capable_under_mps_only(comparison):
+    """The difference issue 28 expected: GFD writes mps.capable=true under an MPS config, false otherwise."""
+    for result in comparison:
+        if result["gpus"]:
+            mps = "mps" in (CONFIGS.get(result["config"]) or {}).get("sharing", {})
+            assert result["gfd"]["nvidia.com/mps.capable"] == ("true" if mps else "false"), result["config"]
+
+
+def test_gfd_labels_every_gpu_of_the_tables_as_the_tables_say(comparison):
+    for result in comparison:
+        if not result["gpus"]:
+            continue
+        product = gpu_products.canonical(result["product"])
+        facts = gpu_tables.PRODUCTS[product]
+        assert result["gfd"]["nvidia.com/gpu.memory"] == str(facts["memory_mib"])
+        assert result["gfd"]["nvidia.com/gpu.product"].split("-SHARED")[0] == facts["name"].replace(" ", "-")
+        assert ".".join((result["gfd"]["nvidia.com/gpu.compute.major"], result["gfd"]["nvidia.com/gpu.compute.minor"])) == facts[
+            "cuda_compute_capability"]
+
+
+# ---------------------------------------------------------------------------
+# the mock library as NVIDIA's binary sees it
+
+
+def test_without_a_state_file_the_library_says_what_to_set(tools, tmp_path):
+    proc, labels = run_gfd(tools, tmp_path, nvml_state.node_state("A100-SXM4-80GB", 1), state_env=False)
+    assert proc.returncode != 0 and not labels
+    assert "nvml-mock: GPUSHARE_NVML_STATE is not set" in proc.stderr
+
+
+def test_a_bad_state_file_is_named_with_its_line(tools, tmp_path):
+    entries = nvml_state.node_state("A100-SXM4-80GB", 1)
+    proc, labels = run_gfd(tools, tmp_path, entries[:3] + [("device.0.colour", "green")] + entries[3:])
+    assert proc.returncode != 0 and not labels
+    assert "nvml-state:4: unknown key device.0.colour" in proc.stderr
+
+
+def test_the_builds_are_cached(tools):
+    for script in (BUILD_NVIDIA, BUILD_MOCK):
+        proc = subprocess.run([str(script)], cwd=REPO, capture_output=True, text=True, timeout=60, env=subprocess_env(), check=False)
+        assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert Path(proc.stdout.strip()) == tools[1]
+    assert (tools[1] / "libnvidia-ml.so.1").is_file() and os.access(tools[0], os.X_OK)
