@@ -46,6 +46,7 @@ def test_lab_params_data():
         "intent.shared.resource": "nvidia.com/gpu", "intent.shared.max": "1", "intent.shared.terms": LABEL + " In shared",
         "intent.isolated.resource": "nvidia.com/mig-1g.10gb", "intent.isolated.max": "", "intent.isolated.terms": "kubernetes.io/hostname In lab-node-2",
         "intent.1g.10gb.resource": "nvidia.com/mig-1g.10gb", "intent.1g.10gb.max": "", "intent.1g.10gb.terms": "kubernetes.io/hostname In lab-node-2",
+        "intent.whole.form": "resource", "intent.shared.form": "resource", "intent.isolated.form": "resource", "intent.1g.10gb.form": "resource",
     }
 
 
@@ -53,10 +54,11 @@ def test_renamed_shares_and_two_pools_of_one_intent():
     pools = [pool("a", "shared"), pool("b", "shared", labels={"pool": "b", "zone": "x"}), pool("r", "renamed")]
     params = intents.intent_params(pools, CONFIGS)
     # two pools give shared as nvidia.com/gpu, one as nvidia.com/gpu.shared: the name most pools give wins
-    assert params["intents"]["shared"] == {"resource": "nvidia.com/gpu", "max": 1, "pools": ["a", "b"],
+    assert params["intents"]["shared"] == {"form": "resource", "resource": "nvidia.com/gpu", "max": 1, "pools": ["a", "b"],
                                            "terms": [[[LABEL, "In", "shared"]], [["pool", "In", "b"], ["zone", "In", "x"]]]}
     assert intents.params_data(params)["intent.shared.terms"] == LABEL + " In shared|pool In b;zone In x"
-    assert params["pools"][2]["gives"] == [{"intent": "shared", "resource": "nvidia.com/gpu.shared", "max": None, "note": "time-slicing x2"}]
+    assert params["pools"][2]["gives"] == [{"intent": "shared", "form": "resource", "resource": "nvidia.com/gpu.shared", "max": None,
+                                            "note": "time-slicing x2", "profile": None}]
 
 
 def test_isolated_is_the_smallest_profile_and_me_keys():
@@ -110,11 +112,11 @@ def test_objects():
         assert policy["metadata"] == {"name": "gpushare-gpu-intent"}
         assert "paramKind" not in policy["spec"]
         assert policy["spec"]["variables"][0] == {"name": "params", "expression": (
-            '{"intent.1g.10gb.max": "", "intent.1g.10gb.resource": "nvidia.com/mig-1g.10gb", '
-            '"intent.1g.10gb.terms": "kubernetes.io/hostname In lab-node-2", "intent.isolated.max": "", '
+            '{"intent.1g.10gb.form": "resource", "intent.1g.10gb.max": "", "intent.1g.10gb.resource": "nvidia.com/mig-1g.10gb", '
+            '"intent.1g.10gb.terms": "kubernetes.io/hostname In lab-node-2", "intent.isolated.form": "resource", "intent.isolated.max": "", '
             '"intent.isolated.resource": "nvidia.com/mig-1g.10gb", "intent.isolated.terms": "kubernetes.io/hostname In lab-node-2", '
-            '"intent.shared.max": "1", "intent.shared.resource": "nvidia.com/gpu", "intent.shared.terms": "%s In shared", '
-            '"intent.whole.max": "", "intent.whole.resource": "nvidia.com/gpu", "intent.whole.terms": "%s In default", '
+            '"intent.shared.form": "resource", "intent.shared.max": "1", "intent.shared.resource": "nvidia.com/gpu", "intent.shared.terms": "%s In shared", '
+            '"intent.whole.form": "resource", "intent.whole.max": "", "intent.whole.resource": "nvidia.com/gpu", "intent.whole.terms": "%s In default", '
             '"intents": "1g.10gb,isolated,shared,whole", "summary": "pools: default gives whole as nvidia.com/gpu; '
             'shared gives shared as nvidia.com/gpu (at most 1 per container); mig-1g-10gb gives isolated as nvidia.com/mig-1g.10gb, '
             '1g.10gb as nvidia.com/mig-1g.10gb"}') % (LABEL, LABEL)}
@@ -126,7 +128,8 @@ def test_objects():
     # the last validation refuses a Pod asking by a served intent that no mutation rewrote
     assert validating["spec"]["validations"][-1]["expression"].startswith('!((variables.key + ".resource") in variables.params) || (')
     assert "MutatingAdmissionPolicy gpushare-gpu-intent " in validating["spec"]["validations"][-1]["messageExpression"]
-    assert [m["patchType"] for m in mutating["spec"]["mutations"]] == ["ApplyConfiguration", "JSONPatch"]
+    # the containers (limits, or a claim), the node affinity, a claim's tolerations
+    assert [m["patchType"] for m in mutating["spec"]["mutations"]] == ["ApplyConfiguration", "JSONPatch", "JSONPatch"]
     assert mutating["spec"]["matchConditions"][0]["expression"] == (
         'has(object.metadata.annotations) && "gpushare.k8s/gpu" in object.metadata.annotations')
 
@@ -136,3 +139,157 @@ def test_selector_binding():
     selector = {"matchLabels": {"gpu": "yes"}}
     binding = intents.intent_objects(params, {"namespace_selector": selector})[1]
     assert binding["spec"]["matchResources"] == {"namespaceSelector": selector}
+
+
+# --- DRA pools -------------------------------------------------------------------------------------------------------
+
+DRA_LABELS = {"gpushare.k8s/gpu-manager": "dra"}
+DRA_TAINTS = [{"key": "gpushare.k8s/gpu-manager", "value": "dra", "effect": "NoSchedule"}]
+DRA_NODES = [
+    {"name": "dra-node-0", "gpus": 2},
+    {"name": "dra-node-1", "gpus": 2, "shared": {"replicas": 4}},
+    {"name": "dra-node-2", "gpus": 1, "mig": True},
+]
+A100 = "NVIDIA-A100-SXM4-80GB"
+TOLERATION = {"key": "gpushare.k8s/gpu-manager", "operator": "Equal", "value": "dra", "effect": "NoSchedule"}
+
+
+def dra_pool(name, hosts, dra):
+    return {"name": name, "selector": {"matchLabels": dict(DRA_LABELS), "matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": hosts}]}, "dra": dra, "tolerations": [dict(TOLERATION)]}
+
+
+DRA_POOLS = [
+    dra_pool("dra-whole", ["dra-node-0"], {"class": "gpu.nvidia.com"}),
+    dra_pool("dra-shared", ["dra-node-1"], {"class": "shared.gpu.nvidia.com"}),
+    dra_pool("dra-mig", ["dra-node-2"], {"class": "mig.nvidia.com", "profile": "1g.10gb"}),
+]
+
+
+def test_dra_pools_from_the_inventory():
+    assert intents.dra_pools(DRA_NODES, A100, DRA_LABELS, DRA_TAINTS) == DRA_POOLS
+
+
+def test_dra_params_data():
+    data = intents.params_data(intents.intent_params(DRA_POOLS, {}), "gpu-intent-dra")
+    terms = "gpushare.k8s/gpu-manager In dra;kubernetes.io/hostname In dra-node-%d"
+    tolerations = "gpushare.k8s/gpu-manager Equal dra NoSchedule"
+    assert data == {
+        "intents": "1g.10gb,isolated,shared,whole",
+        "summary": "pools: dra-whole gives whole as a gpu.nvidia.com claim (at most 1 per container); "
+                   "dra-shared gives shared as a shared.gpu.nvidia.com claim (at most 1 per container); "
+                   "dra-mig gives isolated as a mig.nvidia.com claim for 1g.10gb (at most 1 per container), "
+                   "1g.10gb as a mig.nvidia.com claim for 1g.10gb (at most 1 per container)",
+        "intent.whole.form": "claim", "intent.whole.resource": "gpu.nvidia.com", "intent.whole.max": "1",
+        "intent.whole.terms": terms % 0, "intent.whole.template": "gpu-intent-dra-whole", "intent.whole.tolerations": tolerations,
+        "intent.shared.form": "claim", "intent.shared.resource": "shared.gpu.nvidia.com", "intent.shared.max": "1",
+        "intent.shared.terms": terms % 1, "intent.shared.template": "gpu-intent-dra-shared", "intent.shared.tolerations": tolerations,
+        "intent.isolated.form": "claim", "intent.isolated.resource": "mig.nvidia.com", "intent.isolated.max": "1",
+        "intent.isolated.terms": terms % 2, "intent.isolated.template": "gpu-intent-dra-isolated", "intent.isolated.tolerations": tolerations,
+        "intent.1g.10gb.form": "claim", "intent.1g.10gb.resource": "mig.nvidia.com", "intent.1g.10gb.max": "1",
+        "intent.1g.10gb.terms": terms % 2, "intent.1g.10gb.template": "gpu-intent-dra-1g-10gb", "intent.1g.10gb.tolerations": tolerations,
+    }
+
+
+def test_device_plugin_form_wins_over_dra():
+    params = intents.intent_params(intents.lab_pools(LAB_NODES) + DRA_POOLS, CONFIGS)
+    assert {intent: entry["form"] for intent, entry in params["intents"].items()} == {
+        "whole": "resource", "shared": "resource", "isolated": "resource", "1g.10gb": "resource"}
+    assert params["intents"]["whole"]["pools"] == ["default"]
+    # a DRA pool giving what no device-plugin pool gives still serves it as a claim
+    params = intents.intent_params([pool("shared", "shared"), DRA_POOLS[0]], CONFIGS)
+    assert params["intents"]["shared"]["form"] == "resource"
+    assert params["intents"]["whole"] == {
+        "form": "claim", "resource": "gpu.nvidia.com", "max": 1, "pools": ["dra-whole"], "profile": None,
+        "terms": [[["gpushare.k8s/gpu-manager", "In", "dra"], ["kubernetes.io/hostname", "In", "dra-node-0"]]],
+        "tolerations": [["gpushare.k8s/gpu-manager", "Equal", "dra", "NoSchedule"]]}
+
+
+def test_mig_product_gives_its_smallest_profile_and_exists_tolerations():
+    mig = {"name": "m", "selector": {"matchLabels": {"a": "b"}}, "dra": {"class": "mig.nvidia.com", "product": A100},
+           "tolerations": [{"key": "t", "operator": "Exists"}, {"operator": "Exists", "effect": "NoExecute"}]}
+    big = {"name": "big", "selector": {"matchLabels": {"a": "c"}}, "dra": {"class": "mig.nvidia.com", "profile": "3g.40gb"}}
+    data = intents.params_data(intents.intent_params([big, mig], {}))
+    assert data["intent.isolated.template"] == "gpushare-gpu-intent-isolated"
+    assert data["intent.isolated.terms"] == "a In b"  # the smallest profile's pool
+    assert data["intent.isolated.tolerations"] == "t Exists  | Exists  NoExecute"
+    assert data["intent.3g.40gb.template"] == "gpushare-gpu-intent-3g-40gb"
+    assert data["intent.3g.40gb.tolerations"] == ""
+
+
+def test_templates():
+    params = intents.intent_params(DRA_POOLS, {})
+    templates = intents.intent_templates(params, {"name": "gi", "namespaces": ["team-b", "team-a"]})
+    assert [(t["metadata"]["namespace"], t["metadata"]["name"]) for t in templates] == [
+        ("team-a", "gi-1g-10gb"), ("team-b", "gi-1g-10gb"), ("team-a", "gi-isolated"), ("team-b", "gi-isolated"),
+        ("team-a", "gi-shared"), ("team-b", "gi-shared"), ("team-a", "gi-whole"), ("team-b", "gi-whole")]
+    assert templates[2] == {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "gi-isolated", "namespace": "team-a", "annotations": {"gpushare.k8s/gpu": "isolated"},
+                     "labels": {"app.kubernetes.io/managed-by": "gpushare.k8s", "gpushare.k8s/intent-policy": "gi"}},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": "mig.nvidia.com", "allocationMode": "ExactCount", "count": 1,
+            "selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"}}]}}]}}},
+    }
+    assert templates[6]["spec"]["spec"]["devices"]["requests"] == [
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1}}]
+    # device-plugin pools only: no template
+    assert intents.intent_templates(intents.intent_params(intents.lab_pools(LAB_NODES), CONFIGS), {"namespaces": ["a"]}) == []
+
+
+def test_dra_objects_carry_the_claim_and_tolerations():
+    params = intents.intent_params(DRA_POOLS, {})
+    mutating = intents.intent_objects(params, {"name": "gi", "namespaces": ["a"]})[0]
+    names = [v["name"] for v in mutating["spec"]["variables"]]
+    assert names[-2:] == ["form", "tolerations"]
+    assert '"intent.whole.template": "gi-whole"' in mutating["spec"]["variables"][0]["expression"]
+    apply = mutating["spec"]["mutations"][0]["applyConfiguration"]["expression"]
+    assert 'Object.spec.resourceClaims{name: "gpushare-gpu", resourceClaimTemplateName: variables.params[variables.key + ".template"]}' in apply
+    assert 'claims: [Object.spec.containers.resources.claims{name: "gpushare-gpu"}]' in apply
+    assert '"/spec/tolerations/-"' in mutating["spec"]["mutations"][2]["jsonPatch"]["expression"]
+
+
+@pytest.mark.parametrize("settings, path, words", [
+    ({"namespace_selector": {"matchLabels": {"gpu": "yes"}}}, "intent_admission_namespaces", "DRA pools (dra-mig, dra-shared, dra-whole)"),
+    ({"namespaces": ["a"], "name": "x" * 64}, "intent_admission_name", "longer than 63"),
+])
+def test_dra_refusals_of_settings(settings, path, words):
+    params = intents.intent_params(DRA_POOLS, {})
+    for build in (intents.intent_objects, intents.intent_templates):
+        with pytest.raises(intents.IntentError) as error:
+            build(params, settings)
+        assert str(error.value).startswith(path + ":") and words in str(error.value), str(error.value)
+
+
+def bad(**changes):
+    entry = {"name": "d", "selector": {"matchLabels": {"a": "b"}}, "dra": {"class": "gpu.nvidia.com"}}
+    entry.update(changes)
+    return entry
+
+
+@pytest.mark.parametrize("entry, path", [
+    (bad(dra={"class": "gpu.example.com"}), "intent_admission_pools[0] (d).dra.class"),
+    (bad(dra={"class": "gpu.nvidia.com", "profile": "1g.10gb"}), "intent_admission_pools[0] (d).dra.profile"),
+    (bad(dra={"class": "mig.nvidia.com"}), "intent_admission_pools[0] (d).dra"),
+    (bad(dra={"class": "mig.nvidia.com", "profile": "2g.10gb", "product": A100}), "intent_admission_pools[0] (d).dra.profile"),
+    (bad(dra={"class": "mig.nvidia.com", "profile": "one"}), "intent_admission_pools[0] (d).dra.profile"),
+    (bad(dra={"class": "gpu.nvidia.com", "driver": "x"}), "intent_admission_pools[0] (d).dra"),
+    (bad(dra="gpu.nvidia.com"), "intent_admission_pools[0] (d).dra"),
+    (bad(extra=1), "intent_admission_pools[0] (d)"),
+    (bad(selector={}), "intent_admission_pools[0] (d).selector"),
+    (bad(tolerations=[{"key": "k", "value": "v", "tolerationSeconds": 5}]), "intent_admission_pools[0] (d).tolerations[0]"),
+    (bad(tolerations=[{"key": "k", "operator": "Exists", "value": "v"}]), "intent_admission_pools[0] (d).tolerations[0].value"),
+    (bad(tolerations=[{"key": "k", "value": "v", "effect": "Sometimes"}]), "intent_admission_pools[0] (d).tolerations[0].effect"),
+    (bad(tolerations=[{"key": "a b", "value": "v"}]), "intent_admission_pools[0] (d).tolerations[0].key"),
+    (bad(tolerations="k"), "intent_admission_pools[0] (d).tolerations"),
+])
+def test_bad_dra_pools(entry, path):
+    with pytest.raises(ValueError) as error:
+        intents.intent_params([entry], {})
+    assert str(error.value).startswith(path + ":"), str(error.value)
+
+
+def test_dra_pool_names_are_checked_with_the_others():
+    with pytest.raises(intents.IntentError) as error:
+        intents.intent_params([pool("d", "default"), bad()], CONFIGS)
+    assert str(error.value).startswith("intent_admission_pools[1] (d).name:"), str(error.value)
