@@ -44,7 +44,8 @@ def section_intent(env, args, clusters):
             raise BenchError("the intent policies did not rewrite a Pod in %s within 60 s" % BOUND)
         time.sleep(0.5)
     cases = (
-        ("intent.no_policy", PLAIN, lambda i: _pod("p-%d" % i, resource="nvidia.com/gpu"), "a Pod naming nvidia.com/gpu, namespace without the policies"),
+        ("intent.no_policy", PLAIN, lambda i: _pod("p-%d" % i, resource="nvidia.com/gpu"),
+         "a Pod naming nvidia.com/gpu, namespace without the policies"),
         ("intent.no_intent", BOUND, lambda i: _pod("p-%d" % i, resource="nvidia.com/gpu"), "the same Pod where the policies are bound (matchConditions skip it)"),
         ("intent.rewritten", BOUND, lambda i: _pod("p-%d" % i, intents[i % len(intents)]), "a Pod asking by intent, rewritten and validated"),
     )

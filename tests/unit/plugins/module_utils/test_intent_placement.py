@@ -71,7 +71,8 @@ def test_the_wrong_resource_or_none_is_an_error(limits):
 def test_pending_passes_only_when_its_pool_is_full():
     full = unschedulable("0/6 nodes are available: 1 Insufficient nvidia.com/gpu, 5 node(s) didn't match Pod's node affinity/selector.")
     report = placement_report(ENTRIES[:1], [pod("i-whole", "nvidia.com/gpu", None, full)], NODES, CONFIGS)
-    assert report["errors"] == [] and report["rows"][0].startswith("i-whole (gpushare.k8s/gpu: whole) -> nvidia.com/gpu: 1 -> pending: its pool (n-whole) is full: 0/6")
+    assert report["errors"] == []
+    assert report["rows"][0].startswith("i-whole (gpushare.k8s/gpu: whole) -> nvidia.com/gpu: 1 -> pending: its pool (n-whole) is full: 0/6")
     nowhere = unschedulable("0/6 nodes are available: 6 node(s) didn't match Pod's node affinity/selector.")
     report = placement_report(ENTRIES[:1], [pod("i-whole", "nvidia.com/gpu", None, nowhere)], NODES, CONFIGS)
     assert report["rows"] == [] and report["errors"][0].startswith("i-whole (gpushare.k8s/gpu: whole): nvidia.com/gpu: 1 fits no node, though n-whole")
