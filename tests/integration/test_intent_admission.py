@@ -246,14 +246,16 @@ def normalised(stored, namespace):
     stored = copy.deepcopy(stored)
     for key in ("uid", "creationTimestamp", "resourceVersion", "managedFields", "namespace", "generation"):
         stored["metadata"].pop(key, None)
-    return json.loads(re.sub(r"kube-api-access-[a-z0-9]{5}", "kube-api-access-x", json.dumps(stored)).replace(namespace, "NS"))
+    return json.loads(re.sub(r"kube-api-access-[a-z0-9]{5}", "kube-api-access-x", json.dumps(stored)).replace(json.dumps(namespace), "\"NS\""))
 
 
 @pytest.mark.parametrize("case", ["no-intent", "names-gpu", "names-gpu-and-intent", "names-mig"])
 def test_untouched_pods_are_byte_equal(lab, kubectl, case):
     bodies = {
         "no-intent": pod("plain"),
-        "names-gpu": pod("named", limits={"nvidia.com/gpu": "2"}),
+        # pinned to the module's unsliced node: the lab's guard (make lab binds it to every namespace) refuses 2 GPUs
+        # on a Pod that could reach the lab's time-sliced node
+        "names-gpu": pod("named", limits={"nvidia.com/gpu": "2"}, node=lab["nodes"]["unsliced"]),
         "names-gpu-and-intent": pod("named-intent", "whole", limits={"nvidia.com/gpu": "1"}),
         "names-mig": pod("named-mig", "shared", limits={"nvidia.com/mig-1g.10gb": "1"}),
     }
@@ -328,6 +330,282 @@ def test_the_guard_still_sees_the_rewritten_pod(lab, run_playbook, kubectl, tmp_
     finally:
         removed = run_playbook(PLAYBOOK, extra_vars={**guard, "admission_guard_state": "absent"})
     assert removed.returncode == 0, removed.stdout[-3000:]
+
+
+# --- The DRA column: the same intents on DRA nodes -------------------------------------------------------------------
+#
+# Three kwok nodes of the module's own (tainted with its taint, labelled with a DRA label of its own), each with a
+# ResourceSlice pool as the DRA driver publishes it (module_utils/dra.py's node_slices: the scheduler is the real
+# allocator), and a second instance of the role (<name>-dra) with DRA pools only, bound to a namespace of its own.
+# The DeviceClasses are cluster-wide: created when absent, left as they were when present.
+
+DRA_CLASSES = ("gpu.nvidia.com", "mig.nvidia.com", "shared.gpu.nvidia.com")
+CLAIM = "gpushare-gpu"
+# intent -> (the template's suffix, the device class, the DRA layout the Pod must land on, the device names it may get)
+DRA_TABLE = {
+    "whole": ("whole", "gpu.nvidia.com", "dra-whole", r"gpu-[01]"),
+    "shared": ("shared", "shared.gpu.nvidia.com", "dra-shared", r"gpu-[01]"),
+    "isolated": ("isolated", "mig.nvidia.com", "dra-mig", r"gpu-0-mig-1g10gb-[0-6]"),
+    "1g.10gb": ("1g-10gb", "mig.nvidia.com", "dra-mig", r"gpu-0-mig-1g10gb-[0-6]"),
+}
+
+
+def resource_api(core_v1):
+    from kubernetes import client
+
+    return client.ResourceV1Api(core_v1.api_client)
+
+
+def raw(method, *args, **kwargs):
+    return json.loads(method(*args, _preload_content=False, **kwargs).data)
+
+
+@pytest.fixture(scope="module")
+def dra_lab(lab, core_v1, run_playbook, kubectl):
+    from kubernetes.client.rest import ApiException
+
+    from ansible_collections.gpushare.k8s.plugins.module_utils import dra
+
+    resource = resource_api(core_v1)
+    name = lab["name"] + "-dra"
+    short = lab["name"][-6:]
+    label = f"gpushare-it.k8s/{short}-manager"
+    nodes = {layout: f"{name}-{layout[4:]}" for layout in ("dra-whole", "dra-shared", "dra-mig")}
+    inventory = {"dra-whole": {"gpus": 2}, "dra-shared": {"gpus": 2, "shared": {"replicas": 4}}, "dra-mig": {"gpus": 1, "mig": True}}
+    toleration = {"key": lab["taint"]["key"], "operator": "Equal", "value": lab["taint"]["value"], "effect": "NoSchedule"}
+
+    def pool(layout, dra_class, **extra):
+        return {"name": layout, "selector": {"matchLabels": {label: "dra"}, "matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": [nodes[layout]]}]},
+            "dra": {"class": dra_class, **extra}, "tolerations": [dict(toleration)]}
+
+    pools = [pool("dra-whole", "gpu.nvidia.com"), pool("dra-shared", "shared.gpu.nvidia.com"),
+             pool("dra-mig", "mig.nvidia.com", profile="1g.10gb")]
+    role_vars = {**lab["vars"], "intent_admission_name": name, "intent_admission_namespaces": [name],
+                 "intent_admission_pools": pools, "intent_admission_configs": {}}
+    info = {"name": name, "label": label, "nodes": nodes, "namespace": name, "vars": role_vars, "runs": {}, "toleration": toleration,
+            "created_classes": [], "slices": []}
+    try:
+        core_v1.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        existing = {item["metadata"]["name"] for item in raw(resource.list_device_class)["items"]}
+        for device_class in dra.device_classes():
+            if device_class["metadata"]["name"] not in existing:
+                try:
+                    resource.create_device_class(device_class)
+                    info["created_classes"].append(device_class["metadata"]["name"])
+                except ApiException as exc:  # created meanwhile by someone else: theirs
+                    assert exc.status == 409, exc
+        for layout, node in nodes.items():
+            capacity = dict(CAPACITY)
+            created = core_v1.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {
+                "name": node, "labels": {"kubernetes.io/hostname": node, label: "dra"}, "annotations": {"kwok.x-k8s.io/node": "fake"}},
+                "spec": {"taints": [lab["taint"]]}, "status": {"capacity": capacity, "allocatable": capacity}})
+            [normal] = dra.normalize_nodes([{"name": node, **inventory[layout]}], LAB["gpushare_gpu_product"])
+            for item in dra.node_slices(normal, owner_uid=created.metadata.uid):
+                item["metadata"]["labels"] = {}  # not the lab's: a pruning run of playbooks/dra.yml leaves it alone
+                resource.create_resource_slice(item)
+                info["slices"].append(item["metadata"]["name"])
+        info["runs"]["check"] = run_playbook(PLAYBOOK, extra_vars=role_vars, check=True, diff=True)
+        info["runs"]["after_check"] = kubectl("get", "resourceclaimtemplates", "-n", name, "-o", "name").stdout
+        info["runs"]["apply"] = run_playbook(PLAYBOOK, extra_vars=role_vars, diff=True)
+        assert info["runs"]["apply"].returncode == 0, info["runs"]["apply"].stdout[-4000:]
+        info["runs"]["again"] = run_playbook(PLAYBOOK, extra_vars=role_vars)
+        info["runs"]["check_again"] = run_playbook(PLAYBOOK, extra_vars=role_vars, check=True)
+        wait_for(lambda: CLAIM in json.dumps((dry_run(kubectl, name, pod("probe", "whole"))[1] or {}).get("spec", {})),
+                 timeout=60, what=f"policy {name} to rewrite a Pod in {name}")
+        yield info
+    finally:
+        info["runs"]["remove"] = run_playbook(PLAYBOOK, extra_vars={**role_vars, "intent_admission_state": "absent"})
+        kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
+        for item in info["slices"]:
+            kubectl("delete", "resourceslice", item, "--ignore-not-found", check=False)
+        for node in nodes.values():
+            kubectl("delete", "node", node, "--ignore-not-found", check=False)
+        for device_class in info["created_classes"]:
+            kubectl("delete", "deviceclass", device_class, "--ignore-not-found", check=False)
+
+
+def dra_affinity(dra_lab, layout):
+    return affinity_of([(dra_lab["label"], "In", ["dra"]), ("kubernetes.io/hostname", "In", [dra_lab["nodes"][layout]])])
+
+
+def templates_in(kubectl, namespace, policy):
+    out = kubectl("get", "resourceclaimtemplates", "-n", namespace, "-l", f"gpushare.k8s/intent-policy={policy}",
+                  "-o", "jsonpath={.items[*].metadata.name}", check=False)
+    return sorted(out.stdout.split())
+
+
+def test_dra_role_check_mode_templates_and_idempotence(dra_lab, kubectl):
+    runs, name = dra_lab["runs"], dra_lab["name"]
+    assert runs["check"].returncode == 0, runs["check"].stdout[-3000:]
+    assert recap(runs["check"])["changed"] >= 1
+    assert runs["after_check"] == "", "check mode created a template"
+    assert f"{name}-isolated" in runs["check"].stdout  # the diff shows the templates to create
+    assert recap(runs["apply"])["changed"] >= 1
+    assert recap(runs["again"])["changed"] == 0, runs["again"].stdout[-3000:]
+    assert recap(runs["check_again"])["changed"] == 0, runs["check_again"].stdout[-3000:]
+    assert templates_in(kubectl, name, name) == [f"{name}-1g-10gb", f"{name}-isolated", f"{name}-shared", f"{name}-whole"]
+    isolated = json.loads(kubectl("get", "resourceclaimtemplate", f"{name}-isolated", "-n", name, "-o", "json").stdout)
+    assert isolated["spec"]["spec"]["devices"]["requests"] == [{"name": "gpu", "exactly": {
+        "deviceClassName": "mig.nvidia.com", "allocationMode": "ExactCount", "count": 1,
+        "selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"}}]}}]
+
+
+@pytest.mark.parametrize("intent", sorted(DRA_TABLE))
+def test_dra_dry_run_spec_per_intent(dra_lab, kubectl, intent):
+    suffix, _class, layout, _device = DRA_TABLE[intent]
+    error, stored = dry_run(kubectl, dra_lab["namespace"], pod(unique("dry"), intent))
+    assert stored is not None, error
+    assert stored["spec"]["resourceClaims"] == [{"name": CLAIM, "resourceClaimTemplateName": f"{dra_lab['name']}-{suffix}"}]
+    assert stored["spec"]["containers"][0]["resources"] == {"claims": [{"name": CLAIM}]}
+    assert stored["spec"]["affinity"] == dra_affinity(dra_lab, layout)
+    assert dra_lab["toleration"] in stored["spec"]["tolerations"]
+
+
+def claim_of(core_v1, namespace, pod_name):
+    """The ResourceClaim the Pod's claim `gpushare-gpu` became, once allocated."""
+    def allocated():
+        current = raw(core_v1.read_namespaced_pod, pod_name, namespace)
+        names = [c.get("resourceClaimName") for c in current.get("status", {}).get("resourceClaimStatuses", []) if c.get("name") == CLAIM]
+        if not names or not names[0]:
+            return None
+        claim = raw(resource_api(core_v1).read_namespaced_resource_claim, names[0], namespace)
+        return claim if claim.get("status", {}).get("allocation") else None
+    return wait_for(allocated, timeout=60, what=f"the claim of Pod {namespace}/{pod_name} to be allocated")
+
+
+def device_of(core_v1, node, device):
+    for item in raw(resource_api(core_v1).list_resource_slice, field_selector="spec.driver=gpu.nvidia.com")["items"]:
+        if item["spec"]["pool"]["name"] == node:
+            for entry in item["spec"].get("devices", []):
+                if entry["name"] == device:
+                    return entry
+    return None
+
+
+@pytest.mark.parametrize("intent", sorted(DRA_TABLE))
+def test_dra_scheduled_and_allocated_per_intent(dra_lab, core_v1, intent):
+    """The manifest carries no toleration and no placement: admission adds both, the scheduler allocates a device of
+    the intent's class on the intent's node, read back from the ResourceClaim's status."""
+    _suffix, device_class, layout, device_re = DRA_TABLE[intent]
+    namespace, name = dra_lab["namespace"], unique("dra-" + intent.replace(".", "-"))
+    core_v1.create_namespaced_pod(namespace, pod(name, intent))
+    try:
+        assert scheduled_on(core_v1, namespace, name) == dra_lab["nodes"][layout]
+        claim = claim_of(core_v1, namespace, name)
+        assert [r["exactly"]["deviceClassName"] for r in claim["spec"]["devices"]["requests"]] == [device_class]
+        [result] = claim["status"]["allocation"]["devices"]["results"]
+        assert (result["driver"], result["pool"], result["request"]) == ("gpu.nvidia.com", dra_lab["nodes"][layout], "gpu")
+        assert re.fullmatch(device_re, result["device"]), result
+        device = device_of(core_v1, dra_lab["nodes"][layout], result["device"])
+        kind = {"gpu.nvidia.com": "gpu", "shared.gpu.nvidia.com": "gpu", "mig.nvidia.com": "mig"}[device_class]
+        assert device["attributes"]["type"] == {"string": kind}
+        assert bool(device.get("allowMultipleAllocations")) == (device_class == "shared.gpu.nvidia.com")
+        if kind == "mig":
+            assert device["attributes"]["profile"] == {"string": "1g.10gb"}
+    finally:
+        core_v1.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+
+
+def test_dra_deployment_gets_a_claim_per_pod(dra_lab, core_v1, kubectl):
+    namespace, name = dra_lab["namespace"], unique("dra-deploy")
+    template = pod(name, "shared")
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+                  "spec": {"replicas": 3, "selector": {"matchLabels": {"app": name}},
+                           "template": {"metadata": {"labels": {"app": name}, "annotations": template["metadata"]["annotations"]},
+                                        "spec": template["spec"]}}}
+    kubectl("apply", "-n", namespace, "-f", "-", input_text=json.dumps(deployment))
+    try:
+        def placed():
+            items = [p for p in core_v1.list_namespaced_pod(namespace, label_selector=f"app={name}").items if p.spec.node_name]
+            return items if len(items) == 3 else None
+        pods = wait_for(placed, timeout=90, what=f"the 3 Pods of Deployment {name} to be scheduled")
+        claims = set()
+        for item in pods:
+            stored = core_v1.api_client.sanitize_for_serialization(item)
+            assert stored["spec"]["resourceClaims"] == [{"name": CLAIM, "resourceClaimTemplateName": f"{dra_lab['name']}-shared"}]
+            assert stored["spec"]["containers"][0]["resources"] == {"claims": [{"name": CLAIM}]}
+            assert item.spec.node_name == dra_lab["nodes"]["dra-shared"]
+            claim = claim_of(core_v1, namespace, item.metadata.name)
+            [result] = claim["status"]["allocation"]["devices"]["results"]
+            assert result["pool"] == dra_lab["nodes"]["dra-shared"] and result["device"] in ("gpu-0", "gpu-1"), result
+            claims.add(claim["metadata"]["name"])
+        assert len(claims) == 3  # one claim per Pod, from the one template
+    finally:
+        kubectl("delete", "deployment", name, "-n", namespace, "--wait=false", check=False)
+
+
+def test_the_same_manifest_on_both_kinds_of_nodes(lab, dra_lab, kubectl):
+    """`shared` in the device-plugin namespace: a time-slice by resource name; in the DRA namespace: a claim."""
+    body = pod("same", "shared")
+    error, plugin = dry_run(kubectl, lab["bound"], body)
+    assert plugin is not None, error
+    error, claimed = dry_run(kubectl, dra_lab["namespace"], body)
+    assert claimed is not None, error
+    assert plugin["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}}
+    assert plugin["spec"]["affinity"] == expected_affinity(lab, "shared") and "resourceClaims" not in plugin["spec"]
+    assert claimed["spec"]["containers"][0]["resources"] == {"claims": [{"name": CLAIM}]}
+    assert claimed["spec"]["affinity"] == dra_affinity(dra_lab, "dra-shared")
+
+
+def test_dra_refusals(dra_lab, kubectl, run_playbook):
+    summary = ("pools: dra-whole gives whole as a gpu.nvidia.com claim (at most 1 per container); "
+               "dra-shared gives shared as a shared.gpu.nvidia.com claim (at most 1 per container); "
+               "dra-mig gives isolated as a mig.nvidia.com claim for 1g.10gb (at most 1 per container), "
+               "1g.10gb as a mig.nvidia.com claim for 1g.10gb (at most 1 per container)")
+    error, stored = dry_run(kubectl, dra_lab["namespace"], pod("two", "whole", count=2))
+    assert stored is None
+    assert "GPU intent 'whole' gives at most 1 per container (gpu.nvidia.com), asked for 2; " + summary in error, error
+    error, stored = dry_run(kubectl, dra_lab["namespace"], pod("bogus", "3g.40gb"))
+    assert stored is None and "GPU intent '3g.40gb' (annotation gpushare.k8s/gpu) is given by no pool of this cluster; " + summary in error, error
+    # DRA pools with a namespace selector only: refused before any write, naming the field and the fix
+    refused_name = dra_lab["name"] + "-sel"
+    refused = run_playbook(PLAYBOOK, extra_vars={**dra_lab["vars"], "intent_admission_name": refused_name, "intent_admission_namespaces": [],
+                                                 "intent_admission_namespace_selector": {"matchLabels": {"gpu": "yes"}}})
+    assert refused.returncode != 0
+    assert ("intent_admission_namespaces: is empty, and DRA pools (dra-mig, dra-shared, dra-whole) give 1g.10gb, isolated, shared, whole "
+            "as a claim from a ResourceClaimTemplate") in refused.stdout, refused.stdout[-3000:]
+    assert "Fix: name the namespaces (intent_admission_namespaces)" in refused.stdout
+    assert "NotFound" in kubectl("get", "mutatingadmissionpolicy", refused_name, check=False).stderr
+
+
+def test_dra_changed_profile_replaces_its_templates(dra_lab, run_playbook, kubectl):
+    """The MIG pool's profile changes: the templates of isolated and 1g.10gb go (a template's spec is immutable),
+    those of the new profile come; back again, as before."""
+    name, namespace = dra_lab["name"], dra_lab["namespace"]
+    pools = copy.deepcopy(dra_lab["vars"]["intent_admission_pools"])
+    pools[2]["dra"]["profile"] = "2g.20gb"
+    changed = {**dra_lab["vars"], "intent_admission_pools": pools}
+    try:
+        check = run_playbook(PLAYBOOK, extra_vars=changed, check=True)
+        assert check.returncode == 0 and recap(check)["changed"] >= 1, check.stdout[-3000:]
+        assert templates_in(kubectl, namespace, name) == [f"{name}-1g-10gb", f"{name}-isolated", f"{name}-shared", f"{name}-whole"]
+        run = run_playbook(PLAYBOOK, extra_vars=changed)
+        assert run.returncode == 0 and recap(run)["changed"] >= 1, run.stdout[-3000:]
+        assert templates_in(kubectl, namespace, name) == [f"{name}-2g-20gb", f"{name}-isolated", f"{name}-shared", f"{name}-whole"]
+        isolated = json.loads(kubectl("get", "resourceclaimtemplate", f"{name}-isolated", "-n", namespace, "-o", "json").stdout)
+        assert isolated["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] == [
+            {"cel": {"expression": "device.attributes['gpu.nvidia.com'].profile == '2g.20gb'"}}]
+    finally:
+        restored = run_playbook(PLAYBOOK, extra_vars=dra_lab["vars"])
+    assert restored.returncode == 0, restored.stdout[-3000:]
+    assert templates_in(kubectl, namespace, name) == [f"{name}-1g-10gb", f"{name}-isolated", f"{name}-shared", f"{name}-whole"]
+    wait_for(lambda: "is given by no pool" in dry_run(kubectl, namespace, pod("back", "2g.20gb"))[0], timeout=60,
+             what="2g.20gb to be refused again")
+
+
+def test_dra_absent_removes_policies_and_templates(dra_lab, run_playbook, kubectl):
+    name = dra_lab["name"]
+    absent = {**dra_lab["vars"], "intent_admission_state": "absent"}
+    check = run_playbook(PLAYBOOK, extra_vars=absent, check=True)
+    assert check.returncode == 0 and recap(check)["changed"] >= 1, check.stdout[-3000:]
+    assert len(templates_in(kubectl, dra_lab["namespace"], name)) == 4
+    removed = run_playbook(PLAYBOOK, extra_vars=absent)
+    assert removed.returncode == 0 and recap(removed)["changed"] >= 1, removed.stdout[-3000:]
+    assert templates_in(kubectl, dra_lab["namespace"], name) == []
+    assert "NotFound" in kubectl("get", "mutatingadmissionpolicy", name, check=False).stderr
+    again = run_playbook(PLAYBOOK, extra_vars=absent)
+    assert again.returncode == 0 and recap(again)["changed"] == 0, again.stdout[-3000:]
 
 
 def test_absent_removes_both_policies(lab, run_playbook, kubectl):
