@@ -108,7 +108,8 @@ ALL_DEVICES = "all"
 CONTAINER_FIELDS = ("containers", "initContainers", "ephemeralContainers")
 _BUILTIN_GROUPS = frozenset(("", "apps", "batch", "autoscaling", "policy", "extensions"))
 _SKIPPED_FIELDS = frozenset(("apiVersion", "kind", "metadata", "status"))
-# The intent vocabulary's annotations (module_utils/intents.py builds the policies that read them).
+# The intent vocabulary's annotations, their one home (module_utils/intents.py builds the policies that read them; this
+# module stands alone in bin/check-request.sh, so the others import them from here).
 INTENT_ANNOTATION = "gpushare.k8s/gpu"
 COUNT_ANNOTATION = "gpushare.k8s/gpu-count"
 CONTAINERS_ANNOTATION = "gpushare.k8s/gpu-containers"

@@ -19,11 +19,10 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpushare.k8s.plugins.module_utils import inventory as _inv
+from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_requests import INTENT_ANNOTATION
 
 __all__ = ["INTENT_ANNOTATION", "intent_pods", "placement_report"]
 
-# The intent vocabulary's annotation (module_utils/intents.py owns the policies; this is what a Pod writes).
-INTENT_ANNOTATION = "gpushare.k8s/gpu"
 _INSUFFICIENT_RE = r"(\d+) Insufficient %s\b"
 
 
