@@ -507,6 +507,23 @@ def test_dra_scheduled_and_allocated_per_intent(dra_lab, core_v1, intent):
         core_v1.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
 
 
+@pytest.mark.parametrize("intent", sorted(DRA_TABLE))
+def test_dra_scheduled_per_intent_and_layout(dra_lab, core_v1, intent):
+    """Every intent x every DRA layout: pinned to the layout's node, the Pod is scheduled there exactly when the layout gives it."""
+    _suffix, _class, wanted, _device = DRA_TABLE[intent]
+    namespace, names = dra_lab["namespace"], {}
+    for layout, node in dra_lab["nodes"].items():
+        body = pod(unique(f"pin-{layout}"), intent, node=node)
+        core_v1.create_namespaced_pod(namespace, body)
+        names[layout] = body["metadata"]["name"]
+    try:
+        seen = {layout: scheduled_on(core_v1, namespace, name) for layout, name in names.items()}
+        assert seen == {layout: (node if layout == wanted else None) for layout, node in dra_lab["nodes"].items()}
+    finally:
+        for name in names.values():
+            core_v1.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+
+
 def test_dra_deployment_gets_a_claim_per_pod(dra_lab, core_v1, kubectl):
     namespace, name = dra_lab["namespace"], unique("dra-deploy")
     template = pod(name, "shared")
