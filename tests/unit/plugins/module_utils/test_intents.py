@@ -293,3 +293,55 @@ def test_dra_pool_names_are_checked_with_the_others():
     with pytest.raises(intents.IntentError) as error:
         intents.intent_params([pool("d", "default"), bad()], CONFIGS)
     assert str(error.value).startswith("intent_admission_pools[1] (d).name:"), str(error.value)
+
+
+def template(namespace, name, device_class="gpu.nvidia.com", extra=None):
+    exactly = {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": 1}
+    exactly.update(extra or {})
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}}}
+
+
+def test_template_plan():
+    desired = [template("a", "t-whole"), template("a", "t-isolated", "mig.nvidia.com"), template("b", "t-whole")]
+    held = [template("a", "t-whole"), template("a", "t-isolated", "mig.nvidia.com", {"selectors": [{"cel": {"expression": "x"}}]}),
+            template("c", "t-whole"), template("a", "t-1g-10gb", "mig.nvidia.com")]
+    held[0]["spec"]["metadata"] = {}  # what the API server adds: not a difference
+    held[0]["metadata"]["resourceVersion"] = "7"
+    plan = intents.template_plan(held, desired)
+    assert plan == {
+        "create": [desired[2]], "keep": [desired[0]], "replace": [desired[1]],
+        "delete": [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "t-1g-10gb", "namespace": "a"}},
+                   {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "t-whole", "namespace": "c"}}],
+    }
+    assert intents.template_plan([], []) == {"create": [], "keep": [], "replace": [], "delete": []}
+
+
+def test_dra_pools_per_mig_product_and_exists_taints():
+    nodes = [{"name": "m-a", "gpus": 1, "mig": True}, {"name": "m-h", "gpus": 1, "mig": True, "product": "NVIDIA-H100-80GB-HBM3"},
+             {"name": "w-1", "gpus": 1}, {"name": "w-0", "gpus": 1}]
+    pools = intents.dra_pools(nodes, A100, {}, [{"key": "dedicated", "effect": "NoSchedule"}])
+    assert [(p["name"], p["selector"], p["dra"]) for p in pools] == [
+        ("dra-whole", {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["w-0", "w-1"]}]},
+         {"class": "gpu.nvidia.com"}),
+        ("dra-mig-nvidia-a100-sxm4-80gb", {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["m-a"]}]},
+         {"class": "mig.nvidia.com", "profile": "1g.10gb"}),
+        ("dra-mig-nvidia-h100-80gb-hbm3", {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["m-h"]}]},
+         {"class": "mig.nvidia.com", "profile": "1g.10gb"}),
+    ]
+    assert pools[0]["tolerations"] == [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]
+    # two MIG pools giving the same profile: isolated asks for it on both
+    params = intents.intent_params(pools, {})
+    assert params["intents"]["isolated"]["pools"] == ["dra-mig-nvidia-a100-sxm4-80gb", "dra-mig-nvidia-h100-80gb-hbm3"]
+    assert params["intents"]["isolated"]["tolerations"] == [["dedicated", "Exists", "", "NoSchedule"]]
+
+
+@pytest.mark.parametrize("nodes, labels, taints, path", [
+    ([{"name": "x", "gpus": 0}], {}, [], "x.gpus"),  # dra.normalize_nodes names a node by its name
+    ([{"name": "x", "gpus": 1}], ["a"], [], "gpushare_dra_node_labels"),
+    ([{"name": "x", "gpus": 1}], {}, [{"key": "k", "value": "v", "effect": "Never"}], "gpushare_dra_node_taints[0].effect"),
+])
+def test_bad_dra_inventory(nodes, labels, taints, path):
+    with pytest.raises(ValueError) as error:
+        intents.dra_pools(nodes, A100, labels, taints)
+    assert str(error.value).startswith(path), str(error.value)
