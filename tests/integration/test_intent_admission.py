@@ -8,6 +8,11 @@ shared cluster mistakes them for the lab's nodes). It installs the role's object
 and removes all of it afterwards (one case installs the admission guard beside it, bound to the same namespace, and
 removes it). What admission must produce (resource names, node affinity), where the scheduler
 must put each Pod, and the refusal messages are written by hand below, never computed by module_utils/intents.py.
+
+The DRA column: three more Nodes (whole GPUs, shared GPUs, MIG; the module's taint, a DRA label of its own) with
+ResourceSlices as the DRA driver publishes them, and a second instance of the role over DRA pools only, bound to a
+namespace of its own: there each intent becomes a claim from the role's ResourceClaimTemplate, and the device the
+scheduler allocated is read from the ResourceClaim's status.
 """
 from __future__ import annotations
 
