@@ -16,7 +16,9 @@ device-plugin config, following NVIDIA/k8s-device-plugin v0.18.0 ``internal/lm``
   node; ``gpu.count`` counts every physical GPU of the product.
 * ``mig-strategy.go`` ``newMigLabeler``: ``nvidia.com/mig.strategy`` only when the strategy is not
   ``none``; for ``mixed`` one label set per profile ``nvidia.com/mig-<profile>.{count,replicas,
-  sharing-strategy,product,memory}`` (product ``<model>-MIG-<profile>``).
+  sharing-strategy,product,memory}`` (product ``<model>-MIG-<profile>``, ``+me`` written ``.me``) and the MIG
+  device's attributes (``resource.go`` ``newMigAttributeLabels``: ``multiprocessors``, ``slices.{gi,ci}``,
+  ``engines.{copy,decoder,encoder,jpeg,ofa}``, :data:`MIG_ATTRIBUTES`).
 * ``resource.go`` ``newArchitectureLabels``: ``nvidia.com/gpu.{family,compute.major,compute.minor}`` from the
   product's CUDA compute capability (:mod:`gpu_tables`), the family by ``getArchFamily`` (:data:`FAMILIES`), on
   MIG-enabled GPUs too.
@@ -66,13 +68,22 @@ MPS_CAPABLE_LABEL = "nvidia.com/mps.capable"
 SHARED_SUFFIX = "-SHARED"
 MIXED = "mixed"
 
-_GPU_SUFFIXES = ("count", "product", "replicas", "sharing-strategy", "memory", "family", "compute.major", "compute.minor")
+# A MIG device's attribute labels (GFD's newMigAttributeLabels, from nvmlDeviceGetAttributes): label suffix -> where the
+# tables hold it, on the GPU-instance profile ("gi") or the compute-instance profile spanning it ("ci").
+MIG_ATTRIBUTES = (
+    ("multiprocessors", "ci", "multiprocessors"), ("slices.gi", "gi", "slices"), ("slices.ci", "ci", "slices"),
+    ("engines.copy", "gi", "copy_engines"), ("engines.decoder", "gi", "decoders"), ("engines.encoder", "gi", "encoders"),
+    ("engines.jpeg", "gi", "jpeg_engines"), ("engines.ofa", "gi", "ofa_engines"),
+)
+# nvidia.com/gpu.<suffix>: a GPU's, and under the single MIG strategy a MIG device's attributes too.
+_GPU_SUFFIXES = ("count", "product", "replicas", "sharing-strategy", "memory", "family", "compute.major", "compute.minor") + tuple(
+    suffix for suffix, _where, _key in MIG_ATTRIBUTES)
 MANAGED_LABELS = tuple(GPU + suffix for suffix in _GPU_SUFFIXES) + (MIG_STRATEGY_LABEL, MIG_CAPABLE_LABEL, MPS_CAPABLE_LABEL)
 # gpu.family by CUDA compute capability major (and minor where it splits one), as GFD's getArchFamily names them.
 FAMILIES = {1: "tesla", 2: "fermi", 3: "kepler", 5: "maxwell", 6: "pascal", 7: ("volta", 5, "turing"), 8: ("ampere", 9, "ada-lovelace"),
             9: "hopper", 10: "blackwell", 12: "blackwell"}
-_MIG_SUFFIXES = ("count", "replicas", "sharing-strategy", "product", "memory")
-_MIG_LABEL_RE = re.compile(r"^nvidia\.com/mig-[0-9]+g\.[0-9]+gb(\.me)?\.(%s)$" % "|".join(_MIG_SUFFIXES))
+_MIG_SUFFIXES = ("count", "replicas", "sharing-strategy", "product", "memory") + tuple(suffix for suffix, _where, _key in MIG_ATTRIBUTES)
+_MIG_LABEL_RE = re.compile(r"^nvidia\.com/mig-[0-9]+g\.[0-9]+gb(\.me)?\.(%s)$" % "|".join(re.escape(suffix) for suffix in _MIG_SUFFIXES))
 _LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
 
@@ -124,6 +135,45 @@ def _mps_capable(config):
     """GFD's ``mps.capable``: whether the config's sharing strategy is MPS (some resource under ``sharing.mps`` replicated)."""
     strategy, resources = _dp.sharing_of(config)
     return strategy == _dp.STRATEGY_MPS and any(resource["replicas"] > 1 for resource in resources)
+
+
+def _mig_attribute_labels(product, profile):
+    """``{suffix: value}`` of GFD's memory and attribute labels of a MIG device of ``profile`` (the tables' name).
+
+    What nvmlDeviceGetAttributes says of a MIG device: its GPU instance's memory, slices and engines (shared by the
+    instance's compute instances) and the SMs and slices of the compute instance spanning the GPU instance. Every
+    profile of the tables, media-extension ones (``+me``) included.
+    """
+    for entry in _products.mig_profiles(product):
+        if entry["name"] == profile:
+            compute = min((c for c in entry["compute_profiles"] if c["slices"] == entry["slices"]), key=lambda c: c["id"])
+            sources = {"gi": entry, "ci": compute}
+            return dict({"memory": entry["memory_mib"]}, **{suffix: sources[where][key] for suffix, where, key in MIG_ATTRIBUTES})
+    return {}
+
+
+def _single_strategy_labels(product, mig_single, mig_strategy, config, where):
+    """GFD's ``nvidia.com/gpu.*`` labels of MIG devices under the single strategy (see :func:`feature_labels`)."""
+    try:
+        profile, devices = mig_single
+    except (TypeError, ValueError):
+        raise FeatureError("%s: mig_single" % where, "must be (profile, MIG devices), got %r" % (mig_single,), "pass e.g. ('1g.10gb', 14)") from None
+    if mig_strategy != "single":
+        raise FeatureError("%s: mig_single" % where, "MIG devices are labelled as nvidia.com/gpu under the single strategy only, not %r" % mig_strategy,
+                           "pass mig_strategy='single'")
+    attributes = _mig_attribute_labels(product, profile)
+    if not attributes or not _is_int(devices) or devices <= 0:
+        raise FeatureError("%s: mig_single" % where, "%r x %r is not a MIG layout of %s" % (devices, profile, product),
+                           "give a profile of the product and a positive device count")
+    if _mps_capable(config):
+        raise FeatureError("%s: config" % where, "MPS cannot share MIG devices (GFD fails on it)", "use time-slicing or no sharing on a MIG node")
+    strategy, replicas, renamed = _replicated_gpu(config)
+    shared = replicas > 1
+    name = "%s-MIG-%s" % (product, profile.replace("+", "."))
+    labels = {GPU + "product": _label_value(name + SHARED_SUFFIX if shared and not renamed else name, "%s: mig_single" % where),
+              GPU + "count": devices, GPU + "replicas": replicas, GPU + "sharing-strategy": strategy if shared else _dp.STRATEGY_NONE}
+    labels.update((GPU + suffix, value) for suffix, value in attributes.items())
+    return labels
 
 
 def _label_value(value, where):
@@ -194,7 +244,7 @@ def check_product(node, where=None):
     return str(product)
 
 
-def feature_labels(node, advertised, config=None, default_product=None, mig_strategy=None):
+def feature_labels(node, advertised, config=None, default_product=None, mig_strategy=None, mig_single=None):
     """The GFD labels of one node, as ``{label: value}`` (values are strings).
 
     ``node`` is an inventory entry ``{name, gpus, config?|mig?, product?}``; ``advertised`` what it
@@ -203,6 +253,11 @@ def feature_labels(node, advertised, config=None, default_product=None, mig_stra
     non-MIG node that names none. A MIG node's product is ``mig.product``, kept verbatim.
     ``mig_strategy`` is the strategy the plugin runs with when something other than the config sets it
     (the GPU Operator passes ``ClusterPolicy`` ``spec.mig.strategy``, which overrides the config file).
+    ``mig_single`` is ``(profile, devices)`` for a node without ``mig`` whose GPUs are all MIG-enabled with
+    ``devices`` MIG devices of one profile in all, under the single strategy: GFD then labels the MIG devices as
+    ``nvidia.com/gpu`` (``mig-strategy.go`` ``newMigStrategySingleLabeler``): product ``<model>-MIG-<profile>``
+    (``-SHARED`` when the config replicates ``nvidia.com/gpu``), count the MIG devices, memory and the attribute
+    labels of one device, replicas and sharing strategy from the config.
     A node with no GPU gets no label.
     """
     where, gpus = _check_node(node)
@@ -224,7 +279,6 @@ def feature_labels(node, advertised, config=None, default_product=None, mig_stra
         labels.update(_architecture_labels(product))
         labels[MPS_CAPABLE_LABEL] = "false"  # the node's GPUs run no device-plugin config with sharing
         labels[MIG_STRATEGY_LABEL] = MIXED
-        table = _mig.profiles(product)
         for resource in sorted(advertised):
             count = advertised[resource]
             if not resource.startswith(_mig.RESOURCE_PREFIX) or not _is_int(count) or count <= 0:
@@ -233,10 +287,10 @@ def feature_labels(node, advertised, config=None, default_product=None, mig_stra
             labels[resource + ".count"] = count
             labels[resource + ".replicas"] = 1
             labels[resource + ".sharing-strategy"] = _dp.STRATEGY_NONE
-            labels[resource + ".product"] = _label_value("%s-MIG-%s" % (product, profile.replace("+", "")), "%s.mig.profile" % where)
-            memory_mib = table.get(profile, {}).get("memory_mib")
-            if memory_mib is not None:
-                labels[resource + ".memory"] = memory_mib
+            # GFD names the device's profile with '+' as '.' (go-nvlib's 1g.10gb+me is 1g.10gb.me), as the resource does.
+            labels[resource + ".product"] = _label_value("%s-MIG-%s" % (product, profile.replace("+", ".")), "%s.mig.profile" % where)
+            for suffix, value in _mig_attribute_labels(product, profile).items():
+                labels["%s.%s" % (resource, suffix)] = value
     else:
         product = node.get("product") or default_product
         if product is None or product == "":
@@ -267,6 +321,8 @@ def feature_labels(node, advertised, config=None, default_product=None, mig_stra
             mig_strategy = normalised.get("flags", {}).get("migStrategy", "none")
         if mig_strategy != "none":
             labels[MIG_STRATEGY_LABEL] = mig_strategy
+        if mig_single is not None:
+            labels.update(_single_strategy_labels(product, mig_single, mig_strategy, normalised, where))
     labels[MIG_CAPABLE_LABEL] = "true" if _products.canonical(product) in _mig.products() else "false"
     return {key: str(value) for key, value in sorted(labels.items())}
 

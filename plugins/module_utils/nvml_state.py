@@ -19,6 +19,7 @@ written as numbers (:data:`ARCHITECTURES`, :data:`BRANDS`: the public NVML ABI).
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import uuid
 
@@ -43,6 +44,7 @@ __all__ = [
     "NvmlStateError",
     "node_state",
     "parse",
+    "place",
     "render",
     "write",
 ]
@@ -65,6 +67,9 @@ DEVICE_FIELDS = (
     "name", "uuid", "memory_mib", "architecture", "brand", "cuda_compute_capability", "pci_bus_id", "pci_device_id", "minor", "mig_mode",
 )
 _GLOBAL_KEYS = ("format", "driver_version", "nvml_version", "cuda_driver_version", "device_count")
+# A MIG-capable GPU's tables: device.<i>.gi_profile.<id>, device.<i>.ci_profile.<gi id>.<ci id>, device.<i>.mig.<j>.
+DEVICE_TABLES = ("gi_profile", "ci_profile", "mig")
+_DEVICE_KEY_RE = re.compile(r"device\.[0-9]+\.(%s|gi_profile\.[0-9]+|ci_profile\.[0-9]+\.[0-9]+|mig\.[0-9]+)" % "|".join(DEVICE_FIELDS))
 # The server whose driver a product without a server of its own gets.
 _DEFAULT_SERVER = "dgxa100"
 # UUIDs are stable per node name and GPU index (uuid5 in a namespace of ours).
@@ -87,12 +92,75 @@ def _gpu_uuid(node, index):
     return "GPU-%s" % uuid.uuid5(_UUID_NAMESPACE, "%s/%d" % (node, index))
 
 
-def node_state(product, gpus, node="node", mig_enabled=False):
+def _mig_uuid(node, index, mig):
+    return "MIG-%s" % uuid.uuid5(_UUID_NAMESPACE, "%s/%d/%d" % (node, index, mig))
+
+
+def _full_compute_profile(profile):
+    """The compute-instance profile spanning the whole GPU instance (the one a MIG device of that profile runs)."""
+    return min((c for c in profile["compute_profiles"] if c["slices"] == profile["slices"]), key=lambda c: c["id"])
+
+
+def place(product, names, where="mig"):
+    """Where the GPU instances ``names`` (profile names as the tables write them) go on one GPU of ``product``.
+
+    Returns ``[(profile, start, size)]`` in placement order: each instance, largest profile first, at the first of its
+    possible placements (NVIDIA's, from the tables) whose memory slices are free, as NVML places them when no placement
+    is asked for. NvmlStateError when a profile is unknown, or the instances exceed the profile's instance count, the
+    GPU's compute slices or its memory slices: what real hardware refuses.
+    """
+    canonical = _products.canonical(product)
+    table = {p["name"]: p for p in _PRODUCTS[canonical]["mig_profiles"]} if canonical else {}
+    if not table:
+        raise NvmlStateError(where, "%r has no MIG" % (product,), "use a product of %s" % ", ".join(_products.mig_products()))
+    unknown = sorted(set(name for name in names if name not in table), key=str)
+    if unknown:
+        raise NvmlStateError(where, "%s: no such MIG profile of %s" % (", ".join(map(repr, unknown)), canonical), "use %s" % ", ".join(table))
+    compute = max(p["slices"] for p in table.values())
+    used, placed, slices = set(), [], 0
+    for name in sorted(names, key=lambda n: (-table[n]["slices"], -table[n]["memory_mib"], n)):
+        profile = table[name]
+        slices += profile["slices"]
+        if names.count(name) > profile["instances"] or slices > compute:
+            raise NvmlStateError(where, "%s do not fit one %s" % (", ".join(names), canonical), "use fewer or smaller instances")
+        for start, size in profile["placements"]:
+            taken = set(range(start, start + size))
+            if not taken & used:
+                used |= taken
+                placed.append((profile, start, size))
+                break
+        else:
+            raise NvmlStateError(where, "%s do not fit one %s (no free placement for %s)" % (", ".join(names), canonical, name),
+                                 "use fewer or smaller instances")
+    return sorted(placed, key=lambda entry: entry[1])
+
+
+def _mig_entries(canonical, index, node, names, where):
+    """The MIG tables of GPU ``index``: every GPU- and compute-instance profile, then its MIG devices (``names``)."""
+    prefix = "device.%d." % index
+    entries = []
+    for profile in _PRODUCTS[canonical]["mig_profiles"]:
+        entries.append((prefix + "gi_profile.%d" % profile["id"], " ".join(str(value) for value in (
+            profile["slices"], profile["instances"], profile["memory_mib"], profile["multiprocessors"], profile["copy_engines"],
+            profile["decoders"], profile["encoders"], profile["jpeg_engines"], profile["ofa_engines"], profile["p2p"], profile["name"]))))
+        for compute in profile["compute_profiles"]:
+            entries.append((prefix + "ci_profile.%d.%d" % (profile["id"], compute["id"]), " ".join(str(value) for value in (
+                compute["slices"], compute["instances"], compute["multiprocessors"], compute["shared_copy_engines"],
+                compute["shared_decoders"], compute["shared_encoders"], compute["shared_jpeg_engines"], compute["shared_ofa_engines"]))))
+    for number, (profile, start, size) in enumerate(place(canonical, list(names), where)):
+        entries.append((prefix + "mig.%d" % number, "%d %d %d %d 0 %d %s" % (
+            number + 1, profile["id"], start, size, _full_compute_profile(profile)["id"], _mig_uuid(node, index, number))))
+    return entries
+
+
+def node_state(product, gpus, node="node", mig_enabled=False, mig_devices=None):
     """The state of one node with ``gpus`` GPUs of ``product``, as ``[(key, value)]`` in file order (values are strings).
 
     ``product`` is any spelling :mod:`gpu_products` accepts (``NVIDIA-A100-SXM4-80GB``, ``H100-SXM5-80GB``, ...);
     ``node`` names the node (its GPUs' UUIDs derive from it); ``mig_enabled`` turns MIG mode on for every GPU of a
-    product that has MIG (a product without MIG answers NVML_ERROR_NOT_SUPPORTED either way).
+    product that has MIG (a product without MIG answers NVML_ERROR_NOT_SUPPORTED either way). ``mig_devices``, one
+    list per GPU of the MIG profiles it is partitioned into (``[["1g.10gb"] * 7, []]``), implies ``mig_enabled``; each
+    GPU's instances are placed by :func:`place`. A MIG-capable GPU carries its product's profiles either way.
     """
     canonical = _products.canonical(product)
     if canonical is None:
@@ -104,6 +172,11 @@ def node_state(product, gpus, node="node", mig_enabled=False):
     if not isinstance(node, str) or not node or any(ch.isspace() for ch in node):
         raise NvmlStateError("node", "must be a node name without spaces, got %r" % (node,), "give the node's name, e.g. lab-node-0")
     has_mig = canonical in _products.mig_products()
+    if mig_devices is not None:
+        if not isinstance(mig_devices, (list, tuple)) or len(mig_devices) != gpus or not all(isinstance(d, (list, tuple)) for d in mig_devices):
+            raise NvmlStateError("mig_devices", "must be one list of MIG profiles per GPU (%d), got %r" % (gpus, mig_devices),
+                                 "give e.g. [[1g.10gb, 1g.10gb], []]")
+        mig_enabled = True
     if mig_enabled and not has_mig:
         raise NvmlStateError("mig_enabled", "%s has no MIG" % canonical, "use a product of %s" % ", ".join(_products.mig_products()))
     facts = _PRODUCTS[canonical]
@@ -131,6 +204,8 @@ def node_state(product, gpus, node="node", mig_enabled=False):
             "mig_mode": ("1" if mig_enabled else "0") if has_mig else "none",
         }
         entries.extend(("device.%d.%s" % (index, field), fields[field]) for field in DEVICE_FIELDS)
+        if has_mig:
+            entries.extend(_mig_entries(canonical, index, node, mig_devices[index] if mig_devices else (), "mig_devices[%d]" % index))
     return entries
 
 
@@ -152,7 +227,7 @@ def parse(text):
         if not line or line.startswith("#"):
             continue
         key, value = (line.split(None, 1) + [""])[:2]
-        if key not in _GLOBAL_KEYS and not (key.startswith("device.") and key.split(".")[-1] in DEVICE_FIELDS):
+        if key not in _GLOBAL_KEYS and not _DEVICE_KEY_RE.fullmatch(key):
             raise NvmlStateError("line %d" % number, "unknown key %r" % key, "use the keys node_state writes")
         entries.append((key, value.strip()))
     return entries

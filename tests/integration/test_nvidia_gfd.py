@@ -6,8 +6,10 @@ over our mock NVML (tools/nvml-mock: a C libnvidia-ml.so.1 found through LD_LIBR
 that plugins/module_utils/nvml_state.py writes from NVIDIA's hardware tables. For every product of the tables, under
 every kind of device-plugin config the collection writes (rendered by the collection's own code, as the ConfigMap
 holds it), GFD's ``nvidia.com/*`` labels must be the model's (``inventory.feature_labels``, what the
-gpu_feature_labels filter and role set), label for label and value for value. The labels the model leaves out on
-purpose are in ENVIRONMENT_LABELS, each with its reason; any other difference fails.
+gpu_feature_labels filter and role set), label for label and value for value. MIG nodes too: the inventory's MIG
+nodes (mixed strategy) with every profile of every product, the media-extension profiles, and the single strategy.
+The labels the model leaves out on purpose are in ENVIRONMENT_LABELS, each with its reason; the MIG profiles GFD
+v0.18.0 names otherwise than the tables are in GFD_PROFILE_NAMES; any other difference fails.
 
 The comparison table is printed (``pytest -s`` or ``-rA`` show it); a summary per label is also given as a warning,
 so it shows in the warnings summary of any run, xdist included. Both builds are cached in the user's cache (cold:
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import subprocess
 import time
 import warnings
@@ -26,13 +29,14 @@ import pytest
 import yaml
 
 from conftest import REPO, subprocess_env
-from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_products, gpu_tables, inventory, nvml_state
+from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_features, gpu_products, gpu_tables, inventory, mig, nvml_state
 
 BUILD_MOCK = REPO / "tools" / "nvml-mock" / "build.sh"
 BUILD_NVIDIA = REPO / "tools" / "nvidia" / "build.sh"
 LAB_VARS = REPO / "inventory" / "group_vars" / "all" / "lab.yml"
 GPUS = 2  # a small node: GFD's labels do not depend on the count beyond gpu.count (1, 8 and 0 are checked too)
 RUN_TIMEOUT = 60
+MIG_LABEL = re.compile(r"^(nvidia\.com/mig-)([0-9]+g\.[0-9]+gb(?:\.me)?)(\..*)$")
 
 _VERSIONS = ("the node's driver and CUDA versions: installed software, not the GPU or its config; the model has no driver "
              "(the mock answers with the versions of go-nvml's DGX server of the product)")
@@ -87,6 +91,7 @@ def device_plugin_configs():
     configs["ts4-own-rename"] = {"version": "v1", "sharing": {"timeSlicing": {
         "resources": [{"name": "nvidia.com/gpu", "replicas": 4, "rename": "nvidia.com/gpu-sliced"}]}}}
     configs["mig-single"] = {"version": "v1", "flags": {"migStrategy": "single"}}
+    configs["mig-single-ts2"] = dict(_time_slicing(2), flags={"migStrategy": "single"})
     configs["mig-mixed"] = {"version": "v1", "flags": {"migStrategy": "mixed"}}
     lab = yaml.safe_load(LAB_VARS.read_text())["gpushare_device_plugin_configs"]
     configs.update(("lab.%s" % name, config) for name, config in lab.items())
@@ -98,13 +103,103 @@ CONFIGS = device_plugin_configs()
 CONFIG_TEXTS = inventory.render_configs(CONFIGS)
 
 
-def cases():
-    """(product as the inventory spells it, config name or None for the plugin's defaults, GPU count) to compare."""
+NODE = "gfd-node"
+# MIG profiles GFD v0.18.0 names otherwise than the tables do: k8s-device-plugin v0.18.0 builds with go-nvlib v0.8.1,
+# whose profile name rounds the memory of a GPU instance up to eighths of the GPU (1/8 of 141 GB is 17.6, so an H200
+# 1g.18gb, a little over 1/8, becomes "1g.35gb"); go-nvlib v0.13.0, which wrote gpu_tables.py, names them as
+# nvidia-smi does. Every other label of these devices must still match: the test compares them under GFD's name.
+# (product, the tables' profile) -> GFD v0.18.0's profile.
+GFD_PROFILE_NAMES = {
+    ("B200-180GB-HBM3e", "1g.23gb"): "1g.45gb",
+    ("B200-180GB-HBM3e", "1g.23gb+me"): "1g.45gb+me",
+    ("H200-141GB-HBM3e", "1g.18gb"): "1g.35gb",
+    ("H200-141GB-HBM3e", "1g.18gb+me"): "1g.35gb+me",
+    ("H200-141GB-HBM3e", "3g.71gb"): "3g.88gb",
+    ("H200-141GB-HBM3e", "4g.71gb"): "4g.88gb",
+}
+
+
+def _case(product, config, gpus, state, model, layout="-", renamed=None):
+    text = CONFIG_TEXTS[config] if config is not None else None
+    return {"product": product, "config": config or "(plugin defaults)", "gpus": gpus, "layout": layout, "state": state,
+            "config_text": text, "model": model, "renamed": renamed}
+
+
+def _node(product, config, gpus):
+    node = {"name": NODE, "gpus": gpus, "product": product}
+    if config is not None:
+        node["config"] = config
+    return node
+
+
+def _gfd_named(labels, product, profile):
+    """The model's labels with a profile's resource and product written as GFD v0.18.0 names the profile."""
+    gfd_profile = GFD_PROFILE_NAMES.get((gpu_products.canonical(product), profile))
+    if gfd_profile is None:
+        return labels, None
+    old, new = mig.resource_name(profile), mig.resource_name(gfd_profile)
+    renamed = {}
+    for key, value in labels.items():
+        if key.startswith(old + "."):
+            key = new + key[len(old):]
+        if key.endswith(".product"):
+            value = value.replace("-MIG-" + profile.replace("+", "."), "-MIG-" + gfd_profile.replace("+", "."))
+        renamed[key] = value
+    return renamed, "%s as %s" % (profile, gfd_profile)
+
+
+def plain_cases():
+    """Nodes without MIG: every product x every config (and the plugin's defaults), aliases, other GPU counts."""
     products = ["NVIDIA-" + product for product in gpu_products.products()]
-    result = [(product, name, GPUS) for product in products for name in [None, *sorted(CONFIGS)]]
+    wanted = [(product, name, GPUS) for product in products for name in [None, *sorted(CONFIGS)]]
     # Every other spelling of a product the inventory accepts, and other GPU counts.
-    result += [(alias, "default", GPUS) for alias in sorted(gpu_products.ALIASES)]
-    result += [(products[0], "ts4", 1), (products[0], "mps4", 8), (products[0], "default", 0)]
+    wanted += [(alias, "default", GPUS) for alias in sorted(gpu_products.ALIASES)]
+    wanted += [(products[0], "ts4", 1), (products[0], "mps4", 8), (products[0], "default", 0)]
+    return [_case(product, config, gpus, nvml_state.node_state(product, gpus, node=NODE),
+                  inventory.feature_labels(_node(product, config, gpus), CONFIGS, None)) for product, config, gpus in wanted]
+
+
+def mig_cases():
+    """MIG nodes as the inventory writes them (``mig: {product, profile, gpus}``: that many GPUs in the full layout of
+    the profile, the others MIG-enabled and empty), every product x every profile, one and all GPUs partitioned; and
+    each media-extension profile (one instance on one GPU), which the inventory does not lay out, from what the node
+    advertises. GFD runs with the plugin's mixed strategy (the GPU Operator's MIG_STRATEGY=mixed)."""
+    result = []
+    for product in mig.products():
+        spelled = "NVIDIA-" + product
+        for profile in mig.profiles(product):
+            count = mig.max_instances(product, profile)
+            for partitioned in (1, GPUS):
+                node = {"name": NODE, "gpus": GPUS, "mig": {"product": spelled, "profile": profile, "gpus": partitioned}}
+                devices = [[profile] * count if index < partitioned else [] for index in range(GPUS)]
+                model, renamed = _gfd_named(inventory.feature_labels(node, CONFIGS, None), product, profile)
+                result.append(_case(spelled, "mig-mixed", GPUS, nvml_state.node_state(product, GPUS, node=NODE, mig_devices=devices), model,
+                                    "%d x %s on %d of %d GPUs" % (count, profile, partitioned, GPUS), renamed))
+        for entry in gpu_products.mig_profiles(product):
+            if "+" in entry["name"]:
+                node = {"name": NODE, "gpus": GPUS, "mig": {"product": spelled, "profile": entry["name"]}}
+                model, renamed = _gfd_named(gpu_features.feature_labels(node, {mig.resource_name(entry["name"]): 1}), product, entry["name"])
+                devices = [[entry["name"]]] + [[] for _index in range(GPUS - 1)]
+                result.append(_case(spelled, "mig-mixed", GPUS, nvml_state.node_state(product, GPUS, node=NODE, mig_devices=devices), model,
+                                    "1 x %s on 1 of %d GPUs" % (entry["name"], GPUS), renamed))
+    return result
+
+
+def single_cases():
+    """The single MIG strategy: every GPU in the full layout of one profile, every product x every profile, without and
+    with time-slicing. The collection's node model has no single-strategy node; the model's labels are
+    ``gpu_features.feature_labels(..., mig_single=(profile, devices))``."""
+    result = []
+    for product in mig.products():
+        spelled = "NVIDIA-" + product
+        for profile in mig.profiles(product):
+            count = mig.max_instances(product, profile)
+            state = nvml_state.node_state(product, GPUS, node=NODE, mig_devices=[[profile] * count] * GPUS)
+            for config in ("mig-single", "mig-single-ts2"):
+                node = {"name": NODE, "gpus": GPUS, "product": spelled, "config": config}
+                labels = gpu_features.feature_labels(node, {"nvidia.com/gpu": count * GPUS}, CONFIGS[config], mig_single=(profile, count * GPUS))
+                model, renamed = _gfd_named(labels, product, profile)
+                result.append(_case(spelled, config, GPUS, state, model, "%d x %s on %d of %d GPUs" % (count, profile, GPUS, GPUS), renamed))
     return result
 
 
@@ -151,13 +246,6 @@ def run_gfd(tools, workdir, state_entries, config_text=None, state_env=True):
     return proc, labels
 
 
-def _node(product, config, gpus):
-    node = {"name": "gfd-node", "gpus": gpus, "product": product}
-    if config is not None:
-        node["config"] = config
-    return node
-
-
 def _table(rows, headers):
     widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
     line = "  ".join("%%-%ds" % width for width in widths)
@@ -171,33 +259,37 @@ def comparison(tools, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("gfd")
     results = []
     start = time.monotonic()
-    for product, config, gpus in cases():
-        text = CONFIG_TEXTS[config] if config is not None else None
-        proc, gfd = run_gfd(tools, workdir, nvml_state.node_state(product, gpus, node="gfd-node"), text)
-        assert proc.returncode == 0 and gfd, "GFD failed on %s x %s x %d GPUs:\n%s" % (product, config, gpus, proc.stderr[-3000:])
+    cases = plain_cases() + mig_cases() + single_cases()
+    for case in cases:
+        proc, gfd = run_gfd(tools, workdir, case["state"], case["config_text"])
+        assert proc.returncode == 0 and gfd, "GFD failed on %s x %s x %s:\n%s" % (case["product"], case["config"], case["layout"], proc.stderr[-3000:])
         gfd = {key: value for key, value in gfd.items() if key.startswith("nvidia.com/")}
-        model = inventory.feature_labels(_node(product, config, gpus), CONFIGS, None)
+        model = case["model"]
         compared = sorted((set(gfd) | set(model)) - set(ENVIRONMENT_LABELS))
         differences = [(key, gfd.get(key, "(absent)"), model.get(key, "(absent)")) for key in compared if gfd.get(key) != model.get(key)]
-        results.append({"product": product, "config": config or "(plugin defaults)", "gpus": gpus, "gfd": gfd, "model": model,
-                        "compared": compared, "differences": differences})
+        results.append(dict(case, gfd=gfd, compared=compared, differences=differences))
     elapsed = time.monotonic() - start
-    rows = [(r["product"], r["config"], r["gpus"], len(r["compared"]), len(r["compared"]) - len(r["differences"]), len(r["differences"]),
-             r["gfd"].get("nvidia.com/gpu.product", "-"), r["gfd"].get("nvidia.com/mps.capable", "-")) for r in results]
+    rows = [(r["product"], r["config"], r["gpus"], r["layout"], len(r["compared"]), len(r["compared"]) - len(r["differences"]),
+             len(r["differences"]), r["gfd"].get("nvidia.com/gpu.product", "-"), r["gfd"].get("nvidia.com/mps.capable", "-"), r["renamed"] or "")
+            for r in results]
     print("\nNVIDIA gpu-feature-discovery v0.18.0 over our NVML mock vs the model (%d cases, %.1f s):\n" % (len(results), elapsed))
-    print(_table(rows, ("product (inventory)", "config", "gpus", "compared", "same", "differ", "GFD gpu.product", "GFD mps.capable")))
+    print(_table(rows, ("product (inventory)", "config", "gpus", "MIG devices", "compared", "same", "differ", "GFD gpu.product",
+                        "GFD mps.capable", "GFD profile name")))
     by_label = {}
     for result in results:
         for key in result["compared"]:
-            counts = by_label.setdefault(key, [0, 0])
+            counts = by_label.setdefault(MIG_LABEL.sub(r"\1<profile>\3", key), [0, 0])
             counts[0 if (key, result["gfd"].get(key, "(absent)"), result["model"].get(key, "(absent)")) not in result["differences"] else 1] += 1
     summary = [(key, same + differ, same, differ) for key, (same, differ) in sorted(by_label.items())]
     seen = sorted({key for r in results for key in r["gfd"] if key in ENVIRONMENT_LABELS})
     report = (
-        "GFD v0.18.0 vs the model over %d products x %d configs (+ aliases and GPU counts): %d cases in %.1f s\n%s\n"
-        "left out on purpose (ENVIRONMENT_LABELS, GFD wrote %d of %d): %s"
-        % (len(gpu_tables.PRODUCTS), len(CONFIGS) + 1, len(results), elapsed, _table(summary, ("label", "cases", "same", "differ")),
-           len(seen), len(ENVIRONMENT_LABELS), ", ".join(key[len("nvidia.com/"):] for key in seen))
+        "GFD v0.18.0 vs the model: %d products x %d configs (+ aliases and GPU counts), %d MIG layouts; %d cases in %.1f s\n%s\n"
+        "left out on purpose (ENVIRONMENT_LABELS, GFD wrote %d of %d): %s\n"
+        "compared under GFD v0.18.0's profile name (GFD_PROFILE_NAMES): %s"
+        % (len(gpu_tables.PRODUCTS), len(CONFIGS) + 1, sum(1 for r in results if r["layout"] != "-"), len(results), elapsed,
+           _table(summary, ("label", "cases", "same", "differ")), len(seen), len(ENVIRONMENT_LABELS),
+           ", ".join(key[len("nvidia.com/"):] for key in seen),
+           ", ".join("%s %s as %s" % (product, profile, name) for (product, profile), name in sorted(GFD_PROFILE_NAMES.items())))
     )
     print("\n" + report)
     warnings.warn(report, stacklevel=1)
@@ -206,9 +298,9 @@ def comparison(tools, tmp_path_factory):
 
 def test_gfd_writes_the_models_labels_for_every_product_and_config(comparison):
     failing = [r for r in comparison if r["differences"]]
-    rows = [(r["product"], r["config"], r["gpus"], key, gfd, model) for r in failing for key, gfd, model in r["differences"]]
+    rows = [(r["product"], r["config"], r["gpus"], r["layout"], key, gfd, model) for r in failing for key, gfd, model in r["differences"]]
     assert not failing, "%d of %d cases differ from NVIDIA's GFD:\n%s" % (
-        len(failing), len(comparison), _table(rows, ("product", "config", "gpus", "label", "GFD", "model")))
+        len(failing), len(comparison), _table(rows, ("product", "config", "gpus", "MIG devices", "label", "GFD", "model")))
 
 
 def test_every_case_compares_the_full_label_set(comparison):
@@ -241,8 +333,12 @@ def test_gfd_labels_every_gpu_of_the_tables_as_the_tables_say(comparison):
             continue
         product = gpu_products.canonical(result["product"])
         facts = gpu_tables.PRODUCTS[product]
-        assert result["gfd"]["nvidia.com/gpu.memory"] == str(facts["memory_mib"])
-        assert result["gfd"]["nvidia.com/gpu.product"].split("-SHARED")[0] == facts["name"].replace(" ", "-")
+        name, _sep, mig_profile = result["gfd"]["nvidia.com/gpu.product"].split("-SHARED")[0].partition("-MIG-")
+        assert name == facts["name"].replace(" ", "-")
+        if mig_profile:  # the single strategy: the MIG devices are nvidia.com/gpu
+            assert result["config"].startswith("mig-single") and result["gfd"]["nvidia.com/mig.strategy"] == "single"
+        else:
+            assert result["gfd"]["nvidia.com/gpu.memory"] == str(facts["memory_mib"])
         assert ".".join((result["gfd"]["nvidia.com/gpu.compute.major"], result["gfd"]["nvidia.com/gpu.compute.minor"])) == facts[
             "cuda_compute_capability"]
 

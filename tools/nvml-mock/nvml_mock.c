@@ -27,6 +27,13 @@
  *   device.<i>.minor 0                  nvmlDeviceGetMinorNumber
  *   device.<i>.mig_mode none|0|1        nvmlDeviceGetMigMode: none = not MIG-capable (NOT_SUPPORTED)
  *
+ * and, for a GPU with MIG, its GPU-instance profiles, their compute-instance profiles and its MIG devices (one GPU
+ * instance with one compute instance each):
+ *
+ *   device.<i>.gi_profile.<id> <slices> <instances> <memory MiB> <SMs> <copy> <decoders> <encoders> <jpeg> <ofa> <p2p> <name>
+ *   device.<i>.ci_profile.<gi profile id>.<ci profile id> <slices> <instances> <SMs> <copy> <decoders> <encoders> <jpeg> <ofa>
+ *   device.<i>.mig.<j> <gi id> <gi profile id> <start> <size> <ci id> <ci profile id> <uuid>
+ *
  * A call for a device index or handle it does not know returns NVML_ERROR_INVALID_ARGUMENT; a query the described
  * GPU cannot answer (MIG mode on a GPU without MIG, fabric info, MIG devices) NVML_ERROR_NOT_SUPPORTED, as NVML does.
  * A call this library does not export stops the caller with the dynamic linker's "undefined symbol" error: that is
@@ -39,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <strings.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -57,11 +65,49 @@ enum {
 };
 
 #define MAX_DEVICES 64
+#define MAX_MIGS 8            /* MIG devices per GPU: one per memory slice at most */
+#define GI_PROFILE_COUNT 17   /* NVML_GPU_INSTANCE_PROFILE_COUNT */
+#define CI_PROFILE_COUNT 8    /* NVML_COMPUTE_INSTANCE_PROFILE_COUNT */
+#define PROFILE_NAME_SIZE 32
 #define NAME_SIZE 96
 #define UUID_SIZE 80
 #define VERSION_SIZE 80
 
+struct mock_device;
+
+struct ci_profile {
+    int present;
+    unsigned int slices, instances, multiprocessors, copy, decoders, encoders, jpeg, ofa;
+};
+
+struct gi_profile {
+    int present;
+    unsigned int slices, instances, multiprocessors, copy, decoders, encoders, jpeg, ofa, p2p;
+    unsigned long long memory_mib;
+    char name[PROFILE_NAME_SIZE];
+    struct ci_profile ci[CI_PROFILE_COUNT];
+};
+
+struct gpu_instance;
+
+/* nvmlComputeInstance_t points at one of these, nvmlGpuInstance_t at a struct gpu_instance. */
+struct compute_instance {
+    struct gpu_instance *gi;
+    unsigned int id, profile_id;
+};
+
+struct gpu_instance {
+    struct mock_device *device; /* the parent GPU */
+    unsigned int id, profile_id, start, size;
+    struct compute_instance ci;
+};
+
+/* A GPU, or a MIG device (is_mig, with its parent, GPU instance and compute instance). */
 struct mock_device {
+    int is_mig;
+    struct mock_device *parent;
+    struct gpu_instance *gi;
+    unsigned int mig_count; /* a GPU's MIG devices */
     unsigned int index;
     int present;
     char name[NAME_SIZE];
@@ -77,8 +123,44 @@ struct mock_device {
     int mig_mode; /* -1: not MIG-capable; 0 disabled; 1 enabled */
 };
 
-/* nvmlDevice_t is an opaque pointer: ours points into this table. */
+/* The opaque handles are pointers into our tables. */
 typedef struct mock_device *nvmlDevice_t;
+typedef struct gpu_instance *nvmlGpuInstance_t;
+typedef struct compute_instance *nvmlComputeInstance_t;
+
+typedef struct {
+    unsigned int start, size;
+} nvmlPlacement_t; /* nvmlGpuInstancePlacement_t and nvmlComputeInstancePlacement_t */
+
+typedef struct {
+    nvmlDevice_t device;
+    unsigned int id, profileId;
+    nvmlPlacement_t placement;
+} nvmlGpuInstanceInfo_t;
+
+typedef struct {
+    nvmlDevice_t device;
+    nvmlGpuInstance_t gpuInstance;
+    unsigned int id, profileId;
+    nvmlPlacement_t placement;
+} nvmlComputeInstanceInfo_t;
+
+typedef struct {
+    unsigned int id, isP2pSupported, sliceCount, instanceCount, multiprocessorCount, copyEngineCount, decoderCount,
+        encoderCount, jpegCount, ofaCount;
+    unsigned long long memorySizeMB;
+} nvmlGpuInstanceProfileInfo_t;
+
+typedef struct {
+    unsigned int id, sliceCount, instanceCount, multiprocessorCount, sharedCopyEngineCount, sharedDecoderCount,
+        sharedEncoderCount, sharedJpegCount, sharedOfaCount;
+} nvmlComputeInstanceProfileInfo_t;
+
+typedef struct {
+    unsigned int multiprocessorCount, sharedCopyEngineCount, sharedDecoderCount, sharedEncoderCount, sharedJpegCount,
+        sharedOfaCount, gpuInstanceSliceCount, computeInstanceSliceCount;
+    unsigned long long memorySizeMB;
+} nvmlDeviceAttributes_t;
 
 /* nvmlMemory_t and nvmlMemory_v2_t */
 typedef struct {
@@ -104,6 +186,11 @@ static struct {
     unsigned int count;
     struct mock_device devices[MAX_DEVICES];
 } state;
+
+/* Per GPU: its GPU-instance profiles by id, its MIG devices and their GPU instances. */
+static struct gi_profile profiles[MAX_DEVICES][GI_PROFILE_COUNT];
+static struct mock_device migs[MAX_DEVICES][MAX_MIGS];
+static struct gpu_instance instances[MAX_DEVICES][MAX_MIGS];
 
 static void complain(const char *path, int line, const char *what)
 {
@@ -161,6 +248,52 @@ static int set_device(struct mock_device *d, const char *key, const char *value)
         return parse_uint(value, &d->pci_device_id);
     if (!strcmp(key, "minor"))
         return parse_uint(value, &d->minor);
+    if (!strncmp(key, "gi_profile.", 11)) {
+        struct gi_profile *p;
+        int used = 0;
+        if (parse_uint(key + 11, &u) || u >= GI_PROFILE_COUNT)
+            return -1;
+        p = &profiles[d->index][u];
+        if (sscanf(value, "%u %u %llu %u %u %u %u %u %u %u %31s%n", &p->slices, &p->instances, &p->memory_mib,
+                   &p->multiprocessors, &p->copy, &p->decoders, &p->encoders, &p->jpeg, &p->ofa, &p->p2p, p->name,
+                   &used) != 11 || value[used])
+            return -1;
+        p->present = 1;
+        return 0;
+    }
+    if (!strncmp(key, "ci_profile.", 11)) {
+        unsigned int gi_id, ci_id;
+        struct ci_profile *c;
+        int used = 0;
+        if (sscanf(key + 11, "%u.%u%n", &gi_id, &ci_id, &used) != 2 || key[11 + used] || gi_id >= GI_PROFILE_COUNT ||
+            ci_id >= CI_PROFILE_COUNT)
+            return -1;
+        c = &profiles[d->index][gi_id].ci[ci_id];
+        if (sscanf(value, "%u %u %u %u %u %u %u %u%n", &c->slices, &c->instances, &c->multiprocessors, &c->copy,
+                   &c->decoders, &c->encoders, &c->jpeg, &c->ofa, &used) != 8 || value[used])
+            return -1;
+        c->present = 1;
+        return 0;
+    }
+    if (!strncmp(key, "mig.", 4)) {
+        struct mock_device *m;
+        struct gpu_instance *gi;
+        int used = 0;
+        if (parse_uint(key + 4, &u) || u >= MAX_MIGS)
+            return -1;
+        m = &migs[d->index][u];
+        gi = &instances[d->index][u];
+        if (sscanf(value, "%u %u %u %u %u %u %79s%n", &gi->id, &gi->profile_id, &gi->start, &gi->size, &gi->ci.id,
+                   &gi->ci.profile_id, m->uuid, &used) != 7 || value[used] || gi->profile_id >= GI_PROFILE_COUNT ||
+            gi->ci.profile_id >= CI_PROFILE_COUNT)
+            return -1;
+        m->present = 1;
+        m->is_mig = 1;
+        m->index = u;
+        if (u + 1 > d->mig_count)
+            d->mig_count = u + 1;
+        return 0;
+    }
     if (!strcmp(key, "mig_mode")) {
         if (!strcmp(value, "none"))
             d->mig_mode = -1;
@@ -197,6 +330,28 @@ static int set_global(const char *key, const char *value)
     return -2;
 }
 
+/* Tie a GPU's MIG devices to it, their GPU and compute instances; -1 if they do not hold together. */
+static int link_migs(struct mock_device *d)
+{
+    unsigned int j;
+    if (d->mig_count && d->mig_mode != 1)
+        return -1;
+    for (j = 0; j < d->mig_count; j++) {
+        struct mock_device *m = &migs[d->index][j];
+        struct gpu_instance *gi = &instances[d->index][j];
+        struct gi_profile *p = &profiles[d->index][gi->profile_id];
+        if (!m->present || !p->present || !p->ci[gi->ci.profile_id].present)
+            return -1;
+        m->parent = d;
+        m->gi = gi;
+        gi->device = d;
+        gi->ci.gi = gi;
+        snprintf(m->name, sizeof m->name, "%s MIG %s", d->name, p->name);
+        m->memory_mib = p->memory_mib;
+    }
+    return 0;
+}
+
 /* Read the state file into `state`; 0 on success, an NVML error (after a message on stderr) otherwise. */
 static nvmlReturn_t load_state(void)
 {
@@ -207,6 +362,9 @@ static nvmlReturn_t load_state(void)
     FILE *f;
 
     memset(&state.devices, 0, sizeof state.devices);
+    memset(profiles, 0, sizeof profiles);
+    memset(migs, 0, sizeof migs);
+    memset(instances, 0, sizeof instances);
     state.count = 0;
     state.cuda_driver_version = 0;
     state.driver_version[0] = state.nvml_version[0] = '\0';
@@ -275,17 +433,60 @@ static nvmlReturn_t load_state(void)
             complain(path, 0, what);
             return NVML_ERROR_UNKNOWN;
         }
+        if (link_migs(&state.devices[i]) != 0) {
+            char what[160];
+            snprintf(what, sizeof what, "device %u: its MIG devices must be numbered from 0, with MIG mode on and known "
+                                        "GPU- and compute-instance profiles", i);
+            complain(path, 0, what);
+            return NVML_ERROR_UNKNOWN;
+        }
     }
     return NVML_SUCCESS;
+}
+
+static int is_gpu(nvmlDevice_t device)
+{
+    uintptr_t p = (uintptr_t)device, first = (uintptr_t)state.devices;
+    return p >= first && p < (uintptr_t)(state.devices + state.count) && (p - first) % sizeof *device == 0;
+}
+
+static int is_mig(nvmlDevice_t device)
+{
+    uintptr_t p = (uintptr_t)device, first = (uintptr_t)&migs[0][0];
+    size_t n;
+    if (p < first || p >= (uintptr_t)(&migs[0][0] + MAX_DEVICES * MAX_MIGS) || (p - first) % sizeof *device)
+        return 0;
+    n = (p - first) / sizeof *device;
+    return n / MAX_MIGS < state.count && n % MAX_MIGS < state.devices[n / MAX_MIGS].mig_count;
 }
 
 static nvmlReturn_t check_device(nvmlDevice_t device)
 {
     if (!state.initialised)
         return NVML_ERROR_UNINITIALIZED;
-    if (device < state.devices || device >= state.devices + state.count)
+    if (!is_gpu(device) && !is_mig(device))
         return NVML_ERROR_INVALID_ARGUMENT;
     return NVML_SUCCESS;
+}
+
+/* A GPU handle's own call: MIG device handles are refused as real NVML refuses them for GPU-only queries. */
+#define GPU_CALL(device, out)                                                                                        \
+    do {                                                                                                             \
+        DEVICE_CALL(device, out);                                                                                    \
+        if (!is_gpu(device))                                                                                         \
+            return NVML_ERROR_INVALID_ARGUMENT;                                                                      \
+    } while (0)
+
+static nvmlReturn_t check_gpu_instance(nvmlGpuInstance_t gi)
+{
+    unsigned int i, j;
+    if (!state.initialised)
+        return NVML_ERROR_UNINITIALIZED;
+    for (i = 0; i < state.count; i++)
+        for (j = 0; j < state.devices[i].mig_count; j++)
+            if (gi == &instances[i][j])
+                return NVML_SUCCESS;
+    return NVML_ERROR_INVALID_ARGUMENT;
 }
 
 static nvmlReturn_t copy_string(char *out, unsigned int length, const char *value)
@@ -297,6 +498,9 @@ static nvmlReturn_t copy_string(char *out, unsigned int length, const char *valu
     strcpy(out, value);
     return NVML_SUCCESS;
 }
+
+/* The GPU a handle belongs to: itself, or a MIG device's parent. */
+#define GPU_OF(device) ((device)->is_mig ? (device)->parent : (device))
 
 #define DEVICE_CALL(device, out)                                                                                     \
     do {                                                                                                             \
@@ -411,9 +615,16 @@ EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *de
     if (!uuid || !device)
         return NVML_ERROR_INVALID_ARGUMENT;
     for (i = 0; i < state.count; i++) {
+        unsigned int j;
         if (!strcmp(state.devices[i].uuid, uuid)) {
             *device = &state.devices[i];
             return NVML_SUCCESS;
+        }
+        for (j = 0; j < state.devices[i].mig_count; j++) {
+            if (!strcmp(migs[i][j].uuid, uuid)) {
+                *device = &migs[i][j];
+                return NVML_SUCCESS;
+            }
         }
     }
     return NVML_ERROR_NOT_FOUND;
@@ -442,14 +653,14 @@ EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *bus_id, nvmlDevice
 
 EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
 {
-    DEVICE_CALL(device, index);
+    GPU_CALL(device, index);
     *index = device->index;
     return NVML_SUCCESS;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minor)
 {
-    DEVICE_CALL(device, minor);
+    GPU_CALL(device, minor);
     *minor = device->minor;
     return NVML_SUCCESS;
 }
@@ -469,14 +680,14 @@ EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned 
 EXPORT nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, unsigned int *brand)
 {
     DEVICE_CALL(device, brand);
-    *brand = device->brand;
+    *brand = GPU_OF(device)->brand;
     return NVML_SUCCESS;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, unsigned int *arch)
 {
     DEVICE_CALL(device, arch);
-    *arch = device->architecture;
+    *arch = GPU_OF(device)->architecture;
     return NVML_SUCCESS;
 }
 
@@ -485,8 +696,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int 
     DEVICE_CALL(device, major);
     if (!minor)
         return NVML_ERROR_INVALID_ARGUMENT;
-    *major = device->cc_major;
-    *minor = device->cc_minor;
+    *major = GPU_OF(device)->cc_major;
+    *minor = GPU_OF(device)->cc_minor;
     return NVML_SUCCESS;
 }
 
@@ -528,7 +739,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t *pci
     nvmlPciInfo_t full;
     DEVICE_CALL(device, pci);
     memset(&full, 0, sizeof full);
-    fill_pci(device, &full, 0);
+    fill_pci(GPU_OF(device), &full, 0);
     memcpy(pci, &full, offsetof(nvmlPciInfo_t, busId));
     return NVML_SUCCESS;
 }
@@ -537,7 +748,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t *
 {
     DEVICE_CALL(device, pci);
     memset(pci, 0, sizeof *pci);
-    fill_pci(device, pci, 1);
+    fill_pci(GPU_OF(device), pci, 1);
     return NVML_SUCCESS;
 }
 
@@ -553,36 +764,218 @@ EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *curr
     DEVICE_CALL(device, current);
     if (!pending)
         return NVML_ERROR_INVALID_ARGUMENT;
-    if (device->mig_mode < 0)
+    if (device->is_mig || device->mig_mode < 0)
         return NVML_ERROR_NOT_SUPPORTED;
     *current = *pending = (unsigned int)device->mig_mode;
     return NVML_SUCCESS;
 }
 
-/* Handles of ours are always full GPUs (MIG devices are not described yet). */
-EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *is_mig)
+EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *is_mig_device)
 {
-    DEVICE_CALL(device, is_mig);
-    *is_mig = 0;
+    DEVICE_CALL(device, is_mig_device);
+    *is_mig_device = device->is_mig ? 1 : 0;
     return NVML_SUCCESS;
 }
 
+/* The most MIG devices the GPU can hold: the most instances of any of its GPU-instance profiles. */
 EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count)
 {
-    DEVICE_CALL(device, count);
+    unsigned int i;
+    GPU_CALL(device, count);
     if (device->mig_mode < 0)
         return NVML_ERROR_NOT_SUPPORTED;
     *count = 0;
+    for (i = 0; i < GI_PROFILE_COUNT; i++)
+        if (profiles[device->index][i].present && profiles[device->index][i].instances > *count)
+            *count = profiles[device->index][i].instances;
     return NVML_SUCCESS;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index, nvmlDevice_t *mig)
 {
-    DEVICE_CALL(device, mig);
-    (void)index;
+    GPU_CALL(device, mig);
     if (device->mig_mode < 0)
         return NVML_ERROR_NOT_SUPPORTED;
+    if (index >= device->mig_count)
+        return NVML_ERROR_NOT_FOUND;
+    *mig = &migs[device->index][index];
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t mig, nvmlDevice_t *device)
+{
+    DEVICE_CALL(mig, device);
+    if (!mig->is_mig)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *device = mig->parent;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t mig, unsigned int *id)
+{
+    DEVICE_CALL(mig, id);
+    if (!mig->is_mig)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *id = mig->gi->id;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t mig, unsigned int *id)
+{
+    DEVICE_CALL(mig, id);
+    if (!mig->is_mig)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *id = mig->gi->ci.id;
+    return NVML_SUCCESS;
+}
+
+/* A MIG device's attributes: its GPU instance's slices, memory and engines (which the GPU instance's compute instances
+ * share), its compute instance's SMs and slices. */
+EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t mig, nvmlDeviceAttributes_t *attributes)
+{
+    const struct gi_profile *p;
+    const struct ci_profile *c;
+    DEVICE_CALL(mig, attributes);
+    if (!mig->is_mig)
+        return NVML_ERROR_NOT_SUPPORTED;
+    p = &profiles[mig->parent->index][mig->gi->profile_id];
+    c = &p->ci[mig->gi->ci.profile_id];
+    attributes->multiprocessorCount = c->multiprocessors;
+    attributes->sharedCopyEngineCount = p->copy;
+    attributes->sharedDecoderCount = p->decoders;
+    attributes->sharedEncoderCount = p->encoders;
+    attributes->sharedJpegCount = p->jpeg;
+    attributes->sharedOfaCount = p->ofa;
+    attributes->gpuInstanceSliceCount = p->slices;
+    attributes->computeInstanceSliceCount = c->slices;
+    attributes->memorySizeMB = p->memory_mib;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetAttributes(nvmlDevice_t mig, nvmlDeviceAttributes_t *attributes)
+{
+    return nvmlDeviceGetAttributes_v2(mig, attributes);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, unsigned int profile,
+                                                         nvmlGpuInstanceProfileInfo_t *info)
+{
+    const struct gi_profile *p;
+    GPU_CALL(device, info);
+    if (device->mig_mode < 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (profile >= GI_PROFILE_COUNT)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    p = &profiles[device->index][profile];
+    if (!p->present)
+        return NVML_ERROR_NOT_SUPPORTED;
+    info->id = profile;
+    info->isP2pSupported = p->p2p;
+    info->sliceCount = p->slices;
+    info->instanceCount = p->instances;
+    info->multiprocessorCount = p->multiprocessors;
+    info->copyEngineCount = p->copy;
+    info->decoderCount = p->decoders;
+    info->encoderCount = p->encoders;
+    info->jpegCount = p->jpeg;
+    info->ofaCount = p->ofa;
+    info->memorySizeMB = p->memory_mib;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id, nvmlGpuInstance_t *gi)
+{
+    unsigned int j;
+    GPU_CALL(device, gi);
+    if (device->mig_mode < 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    for (j = 0; j < device->mig_count; j++) {
+        if (instances[device->index][j].id == id) {
+            *gi = &instances[device->index][j];
+            return NVML_SUCCESS;
+        }
+    }
     return NVML_ERROR_NOT_FOUND;
+}
+
+EXPORT nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gi, nvmlGpuInstanceInfo_t *info)
+{
+    nvmlReturn_t rc = check_gpu_instance(gi);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!info)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    info->device = gi->device;
+    info->id = gi->id;
+    info->profileId = gi->profile_id;
+    info->placement.start = gi->start;
+    info->placement.size = gi->size;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance_t gi, unsigned int profile,
+                                                                  unsigned int engine_profile,
+                                                                  nvmlComputeInstanceProfileInfo_t *info)
+{
+    const struct ci_profile *c;
+    nvmlReturn_t rc = check_gpu_instance(gi);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    /* One engine profile: NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED. */
+    if (!info || profile >= CI_PROFILE_COUNT || engine_profile != 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    c = &profiles[gi->device->index][gi->profile_id].ci[profile];
+    if (!c->present)
+        return NVML_ERROR_NOT_SUPPORTED;
+    info->id = profile;
+    info->sliceCount = c->slices;
+    info->instanceCount = c->instances;
+    info->multiprocessorCount = c->multiprocessors;
+    info->sharedCopyEngineCount = c->copy;
+    info->sharedDecoderCount = c->decoders;
+    info->sharedEncoderCount = c->encoders;
+    info->sharedJpegCount = c->jpeg;
+    info->sharedOfaCount = c->ofa;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t gi, unsigned int id,
+                                                           nvmlComputeInstance_t *ci)
+{
+    nvmlReturn_t rc = check_gpu_instance(gi);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!ci)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (gi->ci.id != id)
+        return NVML_ERROR_NOT_FOUND;
+    *ci = &gi->ci;
+    return NVML_SUCCESS;
+}
+
+/* Compute instances span their whole GPU instance here: placement 0, the GPU instance's slices. */
+EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t ci, nvmlComputeInstanceInfo_t *info)
+{
+    nvmlReturn_t rc;
+    if (!ci)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    rc = check_gpu_instance(ci->gi);
+    if (rc != NVML_SUCCESS || ci != &ci->gi->ci)
+        return rc != NVML_SUCCESS ? rc : NVML_ERROR_INVALID_ARGUMENT;
+    if (!info)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    info->device = ci->gi->device;
+    info->gpuInstance = ci->gi;
+    info->id = ci->id;
+    info->profileId = ci->profile_id;
+    info->placement.start = 0;
+    info->placement.size = profiles[ci->gi->device->index][ci->gi->profile_id].ci[ci->profile_id].slices;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo(nvmlComputeInstance_t ci, nvmlComputeInstanceInfo_t *info)
+{
+    return nvmlComputeInstanceGetInfo_v2(ci, info);
 }
 
 /* --- not supported on the GPUs described here -------------------------------------------------------------- */
@@ -590,12 +983,12 @@ EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, uns
 /* NVLink fabric (IMEX): none of ours is attached to one. */
 EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, void *info)
 {
-    DEVICE_CALL(device, info);
+    GPU_CALL(device, info);
     return NVML_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, void *info)
 {
-    DEVICE_CALL(device, info);
+    GPU_CALL(device, info);
     return NVML_ERROR_NOT_SUPPORTED;
 }

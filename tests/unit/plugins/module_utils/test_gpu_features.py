@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_features import (
@@ -144,6 +146,14 @@ def test_mig_node():
         "nvidia.com/mig-1g.10gb.product": A100 + "-MIG-1g.10gb",
         "nvidia.com/mig-1g.10gb.replicas": "1",
         "nvidia.com/mig-1g.10gb.sharing-strategy": "none",
+        "nvidia.com/mig-1g.10gb.multiprocessors": "14",  # the MIG device's attributes, from the tables (GFD's newMigAttributeLabels)
+        "nvidia.com/mig-1g.10gb.slices.gi": "1",
+        "nvidia.com/mig-1g.10gb.slices.ci": "1",
+        "nvidia.com/mig-1g.10gb.engines.copy": "1",
+        "nvidia.com/mig-1g.10gb.engines.decoder": "1",
+        "nvidia.com/mig-1g.10gb.engines.encoder": "0",
+        "nvidia.com/mig-1g.10gb.engines.jpeg": "0",
+        "nvidia.com/mig-1g.10gb.engines.ofa": "0",
         "nvidia.com/mig.capable": "true",
         "nvidia.com/mig.strategy": "mixed",
         "nvidia.com/mps.capable": "false",
@@ -155,6 +165,67 @@ def test_every_mig_profile_gets_its_memory_label_from_the_tables():
     labels = feature_labels(node, {"nvidia.com/mig-2g.12gb": 2})
     assert labels["nvidia.com/mig-2g.12gb.count"] == "2"
     assert labels["nvidia.com/mig-2g.12gb.memory"] == "11672"
+    assert (labels["nvidia.com/mig-2g.12gb.multiprocessors"], labels["nvidia.com/mig-2g.12gb.engines.decoder"]) == ("28", "2")
+
+
+SINGLE = {"version": "v1", "flags": {"migStrategy": "single"}}
+
+
+def test_single_strategy_labels_the_mig_devices_as_the_gpu():
+    node = {"name": "n", "gpus": 2, "product": A100, "config": "single"}
+    labels = feature_labels(node, {"nvidia.com/gpu": 14}, SINGLE, mig_single=("1g.10gb", 14))
+    assert labels == {
+        "nvidia.com/gpu.product": A100 + "-MIG-1g.10gb",
+        "nvidia.com/gpu.count": "14",  # MIG devices, not GPUs
+        "nvidia.com/gpu.replicas": "1",
+        "nvidia.com/gpu.sharing-strategy": "none",
+        "nvidia.com/gpu.memory": "9856",  # one MIG device's
+        "nvidia.com/gpu.multiprocessors": "14",
+        "nvidia.com/gpu.slices.gi": "1",
+        "nvidia.com/gpu.slices.ci": "1",
+        "nvidia.com/gpu.engines.copy": "1",
+        "nvidia.com/gpu.engines.decoder": "1",
+        "nvidia.com/gpu.engines.encoder": "0",
+        "nvidia.com/gpu.engines.jpeg": "0",
+        "nvidia.com/gpu.engines.ofa": "0",
+        "nvidia.com/gpu.family": "ampere",  # the GPUs' architecture
+        "nvidia.com/gpu.compute.major": "8",
+        "nvidia.com/gpu.compute.minor": "0",
+        "nvidia.com/mig.capable": "true",
+        "nvidia.com/mig.strategy": "single",
+        "nvidia.com/mps.capable": "false",
+    }
+
+
+def test_single_strategy_time_sliced_mig_devices_are_shared():
+    config = dict(SHARED, flags={"migStrategy": "single"})
+    labels = feature_labels({"name": "n", "gpus": 1, "config": "s"}, {}, config, A100, mig_single=("3g.40gb", 2))
+    assert labels["nvidia.com/gpu.product"] == A100 + "-MIG-3g.40gb-SHARED"
+    assert (labels["nvidia.com/gpu.replicas"], labels["nvidia.com/gpu.sharing-strategy"]) == ("4", "time-slicing")
+
+
+@pytest.mark.parametrize(
+    "config, mig_single, message",
+    [
+        ({"version": "v1"}, ("1g.10gb", 7), "under the single strategy only, not 'none'"),
+        (SINGLE, ("1g.11gb", 7), "7 x '1g.11gb' is not a MIG layout of NVIDIA-A100-SXM4-80GB"),
+        (SINGLE, ("1g.10gb", 0), "0 x '1g.10gb' is not a MIG layout"),
+        (SINGLE, "1g.10gb", "must be (profile, MIG devices)"),
+        (dict(MPS, flags={"migStrategy": "single"}), ("1g.10gb", 7), "MPS cannot share MIG devices"),
+    ],
+)
+def test_single_strategy_refusals(config, mig_single, message):
+    with pytest.raises(FeatureError, match=re.escape(message)):
+        feature_labels({"name": "n", "gpus": 1, "config": "c"}, {}, config, A100, mig_single=mig_single)
+
+
+def test_a_media_extension_profile_is_named_as_gfd_names_it():
+    # go-nvlib's 1g.10gb+me is the device 1g.10gb.me to GFD: resource nvidia.com/mig-1g.10gb.me, product ...-MIG-1g.10gb.me
+    node = {"name": "m", "gpus": 1, "mig": {"product": A100, "profile": "1g.10gb"}}
+    labels = feature_labels(node, {"nvidia.com/mig-1g.10gb.me": 1})
+    assert labels["nvidia.com/mig-1g.10gb.me.product"] == A100 + "-MIG-1g.10gb.me"
+    assert labels["nvidia.com/mig-1g.10gb.me.memory"] == "9856"
+    assert (labels["nvidia.com/mig-1g.10gb.me.engines.jpeg"], labels["nvidia.com/mig-1g.10gb.me.engines.ofa"]) == ("1", "1")
 
 
 def test_node_without_gpus_gets_no_label():
@@ -177,6 +248,15 @@ GFD_LABELS = (
     "nvidia.com/gpu.family",
     "nvidia.com/gpu.compute.major",
     "nvidia.com/gpu.compute.minor",
+    # a MIG device's attributes, labelled on nvidia.com/gpu under the single MIG strategy
+    "nvidia.com/gpu.multiprocessors",
+    "nvidia.com/gpu.slices.gi",
+    "nvidia.com/gpu.slices.ci",
+    "nvidia.com/gpu.engines.copy",
+    "nvidia.com/gpu.engines.decoder",
+    "nvidia.com/gpu.engines.encoder",
+    "nvidia.com/gpu.engines.jpeg",
+    "nvidia.com/gpu.engines.ofa",
     "nvidia.com/mig.strategy",
     "nvidia.com/mig.capable",
     "nvidia.com/mps.capable",
@@ -195,6 +275,8 @@ def test_managed_label_list():
         "nvidia.com/mig-1g.10gb.me.product",
         "nvidia.com/mig-7g.80gb.replicas",
         "nvidia.com/mig-2g.20gb.sharing-strategy",
+        "nvidia.com/mig-1g.10gb.slices.gi",
+        "nvidia.com/mig-1g.10gb.me.engines.ofa",
     ),
 )
 def test_managed_labels(key):

@@ -26,7 +26,7 @@ def test_every_device_field_comes_from_the_tables(product):
     assert state["device_count"] == "2"
     for index in range(2):
         device = {key.split(".", 2)[2]: value for key, value in state.items() if key.startswith("device.%d." % index)}
-        assert list(device) == list(nvml_state.DEVICE_FIELDS)
+        assert [key for key in device if key.split(".")[0] not in nvml_state.DEVICE_TABLES] == list(nvml_state.DEVICE_FIELDS)
         assert device["name"] == facts["name"]
         assert device["memory_mib"] == str(facts["memory_mib"])
         assert device["cuda_compute_capability"] == facts["cuda_compute_capability"].replace(".", " ")
@@ -122,7 +122,8 @@ def test_the_c_library_reads_exactly_the_keys_written():
     device_keys = set(re.findall(r'!strcmp\(key, "([a-z_]+)"\)', source[source.index("static int set_device"):source.index("static int set_global")]))
     global_keys = set(re.findall(r'!strcmp\(key, "([a-z_]+)"\)', source[source.index("static int set_global"):source.index("static nvmlReturn_t load_state")]))
     written = [entry[0] for entry in nvml_state.node_state("A100-SXM4-80GB", 1)]
-    assert {key.split(".", 2)[2] for key in written if key.startswith("device.")} == device_keys == set(nvml_state.DEVICE_FIELDS)
+    fields = {key.split(".", 2)[2] for key in written if key.startswith("device.")}
+    assert {field for field in fields if field.split(".")[0] not in nvml_state.DEVICE_TABLES} == device_keys == set(nvml_state.DEVICE_FIELDS)
     assert {key for key in written if not key.startswith("device.")} == global_keys
     assert nvml_state.ENV in source
 
@@ -131,3 +132,66 @@ def test_enums_cover_the_tables():
     assert {facts["architecture"] for facts in gpu_tables.PRODUCTS.values()} <= set(nvml_state.ARCHITECTURES)
     assert {facts["brand"] for facts in gpu_tables.PRODUCTS.values()} <= set(nvml_state.BRANDS)
     assert gpu_products.mig_products()  # every product with MIG answers nvmlDeviceGetMigMode
+
+
+# ---------------------------------------------------------------------------
+# MIG: the product's profiles, and MIG devices placed as NVML places them
+
+
+def test_a_mig_capable_gpu_carries_every_profile_of_the_tables():
+    state = dict(nvml_state.node_state("A30-PCIE-24GB", 1))
+    profiles = {p["id"]: p for p in gpu_tables.PRODUCTS["A30-PCIE-24GB"]["mig_profiles"]}
+    written = {int(key.rsplit(".", 1)[1]): value for key, value in state.items() if key.startswith("device.0.gi_profile.")}
+    assert sorted(written) == sorted(profiles)
+    two = profiles[1]
+    assert written[1] == "2 2 %d 28 2 2 0 0 0 0 2g.12gb" % two["memory_mib"]
+    assert state["device.0.ci_profile.1.1"] == "2 1 28 %d %d 0 0 0" % (two["compute_profiles"][1]["shared_copy_engines"],
+                                                                       two["compute_profiles"][1]["shared_decoders"])
+    assert not [key for key in state if ".mig." in key]  # no MIG device while MIG is off
+
+
+def test_mig_devices_are_placed_at_nvidias_first_free_placement():
+    state = nvml_state.node_state("A100-SXM4-80GB", 2, node="n", mig_devices=[["1g.10gb"] * 7, []])
+    values = dict(state)
+    assert values["device.0.mig_mode"] == values["device.1.mig_mode"] == "1"
+    devices = [value.split() for key, value in state if key.startswith("device.0.mig.")]
+    # gi id, gi profile id, start, size, ci id, ci profile id (the compute profile spanning the instance), uuid
+    assert [d[:6] for d in devices] == [[str(n + 1), "0", str(n), "1", "0", "0"] for n in range(7)]
+    assert all(re.fullmatch(r"MIG-[0-9a-f-]{36}", d[6]) for d in devices) and len({d[6] for d in devices}) == 7
+    assert not [key for key in values if key.startswith("device.1.mig.")]
+
+
+def test_place_puts_the_largest_first():
+    placed = nvml_state.place("A100-SXM4-80GB", ["1g.10gb", "3g.40gb", "2g.20gb"])
+    assert [(p["name"], start, size) for p, start, size in placed] == [("3g.40gb", 0, 4), ("2g.20gb", 4, 2), ("1g.10gb", 6, 1)]
+
+
+@pytest.mark.parametrize(
+    "names, problem",
+    [
+        (["1g.10gb"] * 8, "do not fit one A100-SXM4-80GB"),  # 7 fit, an 8th does not
+        (["4g.40gb", "4g.40gb"], "do not fit one A100-SXM4-80GB"),
+        (["4g.40gb", "3g.40gb", "1g.10gb"], "do not fit one A100-SXM4-80GB"),  # 8 compute slices of 7
+        (["3g.40gb", "3g.40gb", "1g.10gb"], "no free placement for 1g.10gb"),  # the memory slices are taken
+        (["9g.99gb"], "'9g.99gb': no such MIG profile of A100-SXM4-80GB"),
+    ],
+)
+def test_place_refuses_what_the_hardware_refuses(names, problem):
+    with pytest.raises(nvml_state.NvmlStateError, match=re.escape(problem)):
+        nvml_state.place("A100-SXM4-80GB", names)
+
+
+def test_mig_devices_need_one_list_per_gpu():
+    with pytest.raises(nvml_state.NvmlStateError, match=r"mig_devices: must be one list of MIG profiles per GPU \(2\)"):
+        nvml_state.node_state("A100-SXM4-80GB", 2, mig_devices=[["1g.10gb"]])
+
+
+def test_mig_state_round_trips():
+    entries = nvml_state.node_state("H100-80GB-HBM3", 2, node="n", mig_devices=[["3g.40gb", "3g.40gb"], ["7g.80gb"]])
+    assert nvml_state.parse(nvml_state.render(entries)) == entries
+
+
+def test_the_c_library_reads_the_mig_tables():
+    source = MOCK_SOURCE.read_text()
+    for table in nvml_state.DEVICE_TABLES:
+        assert '!strncmp(key, "%s.", %d)' % (table, len(table) + 1) in source
