@@ -21,9 +21,12 @@ The same intents on DRA nodes (Dynamic Resource Allocation, NVIDIA's DRA driver'
 and its profile as a claim on ``mig.nvidia.com`` for that profile (``profile``, else the smallest of ``product``'s).
 Such an intent becomes a claim: the Pod gets ``spec.resourceClaims: [{name: gpushare-gpu, resourceClaimTemplateName:
 <policy>-<intent>}]`` (one ResourceClaimTemplate per intent in each covered namespace, :func:`intent_templates`),
-each wanted container ``resources.claims: [{name: gpushare-gpu}]`` (they share the one claim's device), the pools'
-tolerations and node affinity; a claim asks for one device, so its count is 1. An intent that device-plugin pools
-also give keeps the device-plugin form (a resource name in ``limits``).
+each wanted container ``resources.claims: [{name: gpushare-gpu}]`` (they share the claim's device), the pools'
+tolerations and node affinity. A template's claim asks for one device, so a count of N becomes N claims from it
+(``gpushare-gpu``, ``gpushare-gpu-1``... ``gpushare-gpu-<N-1>``; each wanted container names them all): N whole GPUs,
+N MIG instances; ``shared`` gives one share (a second claim could take a second share of the same GPU, which gives
+nothing more, as ``failRequestsGreaterThanOne`` says for time-slices). An intent that device-plugin pools also give
+keeps the device-plugin form (a resource name in ``limits``).
 
 :data:`COUNT_ANNOTATION` (default 1) is how many each container gets; :data:`CONTAINERS_ANNOTATION` (comma-separated
 names; default every container of ``spec.containers``) which containers get them. A Pod that already names a GPU
@@ -202,12 +205,13 @@ def _validate_dra_pool(pool, path):
 
 
 def _dra_gives(dra):
-    """``[(intent, device class, max, note, profile)]``: what a DRA pool gives, each as a claim for one device."""
+    """``[(intent, device class, max, note, profile)]``: what a DRA pool gives, as claims for one device each (``shared``:
+    one share at most, like a time-slice under ``failRequestsGreaterThanOne``; else as many as the count)."""
     intent = DRA_CLASSES[dra["class"]]
     if intent != ISOLATED:
-        return [(intent, dra["class"], 1, "a claim", None)]
+        return [(intent, dra["class"], 1 if intent == SHARED else None, "a claim", None)]
     note = "a claim for " + dra["profile"]
-    return [(ISOLATED, dra["class"], 1, note, dra["profile"]), (dra["profile"], dra["class"], 1, note, dra["profile"])]
+    return [(ISOLATED, dra["class"], None, note, dra["profile"]), (dra["profile"], dra["class"], None, note, dra["profile"])]
 
 
 def _terms(selector):
@@ -239,7 +243,7 @@ def intent_params(pools, configs, field="intent_admission_pools"):
     pools give wins (``isolated``: the smallest MIG profile), since a container asks for one name. When device-plugin
     pools give it, its form is ``resource`` and DRA pools are left out of it; else, when DRA pools give it, ``claim``
     (``resource`` is then the device class, ``profile`` the MIG profile or ``None``, ``tolerations`` the pools').
-    ``max`` is the most one container may ask for (``None``: no limit of the model's; a claim: 1), ``terms`` one node
+    ``max`` is the most one container may ask for (``None``: no limit of the model's; a shared claim: 1), ``terms`` one node
     selector term per pool (the pool's selector). ``pools`` lists every pool and what it gives, for messages.
     """
     if isinstance(pools, list):
@@ -570,6 +574,8 @@ def intent_objects(params, settings=None):
         {"name": "tolerations", "expression": (
             '(variables.key + ".tolerations") in variables.params && variables.params[variables.key + ".tolerations"] != "" ? '
             'variables.params[variables.key + ".tolerations"].split("|").map(t, t.split(" ")) : []')},
+        # a claim's names in the Pod, one per device counted: gpushare-gpu, gpushare-gpu-1, ... (used once the count is valid)
+        {"name": "claims", "expression": 'lists.range(int(variables.count)).map(i, i == 0 ? "%(n)s" : "%(n)s-" + string(i))' % {"n": CLAIM_NAME}},
     ]
     # an intent this cluster gives, with a count it can give (else the ValidatingAdmissionPolicy refuses the Pod)
     gives = ('(variables.key + ".resource") in variables.params && variables.count.matches("%s") && '
@@ -591,13 +597,14 @@ def intent_objects(params, settings=None):
                     "!(" + gives + ") ? Object{} : "
                     # a claim: the Pod's claim from the intent's template, each wanted container naming it
                     'variables.form == "%(claim)s" ? Object{spec: Object.spec{'
-                    'resourceClaims: [Object.spec.resourceClaims{name: "%(name)s", resourceClaimTemplateName: variables.params[variables.key + ".template"]}], '
+                    'resourceClaims: variables.claims.map(n, Object.spec.resourceClaims{name: n, '
+                    'resourceClaimTemplateName: variables.params[variables.key + ".template"]}), '
                     "containers: object.spec.containers.filter(c, c.name in variables.wanted).map(c, "
                     'Object.spec.containers{name: c.name, resources: Object.spec.containers.resources{'
-                    'claims: [Object.spec.containers.resources.claims{name: "%(name)s"}]}})}} : '
+                    'claims: variables.claims.map(n, Object.spec.containers.resources.claims{name: n})}})}} : '
                     "Object{spec: Object.spec{containers: object.spec.containers.filter(c, c.name in variables.wanted).map(c, "
                     "Object.spec.containers{name: c.name, resources: Object.spec.containers.resources{"
-                    "limits: {variables.resource: variables.count}}})}}") % {"claim": FORM_CLAIM, "name": CLAIM_NAME}}},
+                    "limits: {variables.resource: variables.count}}})}}") % {"claim": FORM_CLAIM}}},
                 {"patchType": "JSONPatch", "jsonPatch": {"expression": "!(" + gives + ") ? [] : " + (
                     '!has(object.spec.affinity) ? [JSONPatch{op: "add", path: "/spec/affinity", value: Object.spec.affinity{'
                     "nodeAffinity: Object.spec.affinity.nodeAffinity{requiredDuringSchedulingIgnoredDuringExecution: %(r)s{nodeSelectorTerms: %(t)s}}}}] "

@@ -467,16 +467,16 @@ def test_dra_dry_run_spec_per_intent(dra_lab, kubectl, intent):
     assert dra_lab["toleration"] in stored["spec"]["tolerations"]
 
 
-def claim_of(core_v1, namespace, pod_name):
-    """The ResourceClaim the Pod's claim `gpushare-gpu` became, once allocated."""
+def claim_of(core_v1, namespace, pod_name, claim=CLAIM):
+    """The ResourceClaim the Pod's claim `claim` became, once allocated."""
     def allocated():
         current = raw(core_v1.read_namespaced_pod, pod_name, namespace)
-        names = [c.get("resourceClaimName") for c in current.get("status", {}).get("resourceClaimStatuses", []) if c.get("name") == CLAIM]
+        names = [c.get("resourceClaimName") for c in current.get("status", {}).get("resourceClaimStatuses", []) if c.get("name") == claim]
         if not names or not names[0]:
             return None
-        claim = raw(resource_api(core_v1).read_namespaced_resource_claim, names[0], namespace)
-        return claim if claim.get("status", {}).get("allocation") else None
-    return wait_for(allocated, timeout=60, what=f"the claim of Pod {namespace}/{pod_name} to be allocated")
+        found = raw(resource_api(core_v1).read_namespaced_resource_claim, names[0], namespace)
+        return found if found.get("status", {}).get("allocation") else None
+    return wait_for(allocated, timeout=60, what=f"the claim {claim} of Pod {namespace}/{pod_name} to be allocated")
 
 
 def device_of(core_v1, node, device):
@@ -529,6 +529,40 @@ def test_dra_scheduled_per_intent_and_layout(dra_lab, core_v1, intent):
             core_v1.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
 
 
+@pytest.mark.parametrize("intent, count, layout, devices", [
+    ("whole", 2, "dra-whole", {"gpu-0", "gpu-1"}),  # the node's two GPUs
+    ("isolated", 2, "dra-mig", None),  # two 1g.10gb instances
+    ("whole", 3, "dra-whole", None),  # more GPUs than the node has: the scheduler leaves it Pending
+])
+def test_dra_count_is_one_claim_per_device(dra_lab, core_v1, kubectl, intent, count, layout, devices):
+    """gpushare.k8s/gpu-count N on a DRA pool: N claims from the intent's one template, each container naming them all;
+    the scheduler allocates N distinct devices on one node, or none."""
+    namespace, name = dra_lab["namespace"], unique(f"dra-count-{intent}")
+    claims = [CLAIM] + [f"{CLAIM}-{index}" for index in range(1, count)]
+    error, stored = dry_run(kubectl, namespace, pod(name, intent, count=count))
+    assert stored is not None, error
+    assert stored["spec"]["resourceClaims"] == [{"name": claim, "resourceClaimTemplateName": f"{dra_lab['name']}-{intent}"} for claim in claims]
+    assert stored["spec"]["containers"][0]["resources"] == {"claims": [{"name": claim} for claim in claims]}
+    core_v1.create_namespaced_pod(namespace, pod(name, intent, count=count))
+    try:
+        if count == 3:
+            assert scheduled_on(core_v1, namespace, name) is None
+            return
+        assert scheduled_on(core_v1, namespace, name) == dra_lab["nodes"][layout]
+        got = []
+        for claim in claims:
+            [result] = claim_of(core_v1, namespace, name, claim)["status"]["allocation"]["devices"]["results"]
+            assert result["pool"] == dra_lab["nodes"][layout], result
+            got.append(result["device"])
+        assert len(set(got)) == count, got
+        if devices:
+            assert set(got) == devices
+        else:
+            assert all(re.fullmatch(r"gpu-0-mig-1g10gb-[0-6]", device) for device in got), got
+    finally:
+        core_v1.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+
+
 def test_dra_deployment_gets_a_claim_per_pod(dra_lab, core_v1, kubectl):
     namespace, name = dra_lab["namespace"], unique("dra-deploy")
     template = pod(name, "shared")
@@ -571,13 +605,12 @@ def test_the_same_manifest_on_both_kinds_of_nodes(lab, dra_lab, kubectl):
 
 
 def test_dra_refusals(dra_lab, kubectl, run_playbook):
-    summary = ("pools: dra-whole gives whole as a gpu.nvidia.com claim (at most 1 per container); "
+    summary = ("pools: dra-whole gives whole as a gpu.nvidia.com claim; "
                "dra-shared gives shared as a shared.gpu.nvidia.com claim (at most 1 per container); "
-               "dra-mig gives isolated as a mig.nvidia.com claim for 1g.10gb (at most 1 per container), "
-               "1g.10gb as a mig.nvidia.com claim for 1g.10gb (at most 1 per container)")
-    error, stored = dry_run(kubectl, dra_lab["namespace"], pod("two", "whole", count=2))
+               "dra-mig gives isolated as a mig.nvidia.com claim for 1g.10gb, 1g.10gb as a mig.nvidia.com claim for 1g.10gb")
+    error, stored = dry_run(kubectl, dra_lab["namespace"], pod("two", "shared", count=2))
     assert stored is None
-    assert "GPU intent 'whole' gives at most 1 per container (gpu.nvidia.com), asked for 2; " + summary in error, error
+    assert "GPU intent 'shared' gives at most 1 per container (shared.gpu.nvidia.com), asked for 2; " + summary in error, error
     error, stored = dry_run(kubectl, dra_lab["namespace"], pod("bogus", "3g.40gb"))
     assert stored is None and "GPU intent '3g.40gb' (annotation gpushare.k8s/gpu) is given by no pool of this cluster; " + summary in error, error
     # DRA pools with a namespace selector only: refused before any write, naming the field and the fix

@@ -176,17 +176,16 @@ def test_dra_params_data():
     tolerations = "gpushare.k8s/gpu-manager Equal dra NoSchedule"
     assert data == {
         "intents": "1g.10gb,isolated,shared,whole",
-        "summary": "pools: dra-whole gives whole as a gpu.nvidia.com claim (at most 1 per container); "
+        "summary": "pools: dra-whole gives whole as a gpu.nvidia.com claim; "
                    "dra-shared gives shared as a shared.gpu.nvidia.com claim (at most 1 per container); "
-                   "dra-mig gives isolated as a mig.nvidia.com claim for 1g.10gb (at most 1 per container), "
-                   "1g.10gb as a mig.nvidia.com claim for 1g.10gb (at most 1 per container)",
-        "intent.whole.form": "claim", "intent.whole.resource": "gpu.nvidia.com", "intent.whole.max": "1",
+                   "dra-mig gives isolated as a mig.nvidia.com claim for 1g.10gb, 1g.10gb as a mig.nvidia.com claim for 1g.10gb",
+        "intent.whole.form": "claim", "intent.whole.resource": "gpu.nvidia.com", "intent.whole.max": "",
         "intent.whole.terms": terms % 0, "intent.whole.template": "gpu-intent-dra-whole", "intent.whole.tolerations": tolerations,
         "intent.shared.form": "claim", "intent.shared.resource": "shared.gpu.nvidia.com", "intent.shared.max": "1",
         "intent.shared.terms": terms % 1, "intent.shared.template": "gpu-intent-dra-shared", "intent.shared.tolerations": tolerations,
-        "intent.isolated.form": "claim", "intent.isolated.resource": "mig.nvidia.com", "intent.isolated.max": "1",
+        "intent.isolated.form": "claim", "intent.isolated.resource": "mig.nvidia.com", "intent.isolated.max": "",
         "intent.isolated.terms": terms % 2, "intent.isolated.template": "gpu-intent-dra-isolated", "intent.isolated.tolerations": tolerations,
-        "intent.1g.10gb.form": "claim", "intent.1g.10gb.resource": "mig.nvidia.com", "intent.1g.10gb.max": "1",
+        "intent.1g.10gb.form": "claim", "intent.1g.10gb.resource": "mig.nvidia.com", "intent.1g.10gb.max": "",
         "intent.1g.10gb.terms": terms % 2, "intent.1g.10gb.template": "gpu-intent-dra-1g-10gb", "intent.1g.10gb.tolerations": tolerations,
     }
 
@@ -200,7 +199,7 @@ def test_device_plugin_form_wins_over_dra():
     params = intents.intent_params([pool("shared", "shared"), DRA_POOLS[0]], CONFIGS)
     assert params["intents"]["shared"]["form"] == "resource"
     assert params["intents"]["whole"] == {
-        "form": "claim", "resource": "gpu.nvidia.com", "max": 1, "pools": ["dra-whole"], "profile": None,
+        "form": "claim", "resource": "gpu.nvidia.com", "max": None, "pools": ["dra-whole"], "profile": None,
         "terms": [[["gpushare.k8s/gpu-manager", "In", "dra"], ["kubernetes.io/hostname", "In", "dra-node-0"]]],
         "tolerations": [["gpushare.k8s/gpu-manager", "Equal", "dra", "NoSchedule"]]}
 
@@ -241,11 +240,15 @@ def test_dra_objects_carry_the_claim_and_tolerations():
     params = intents.intent_params(DRA_POOLS, {})
     mutating = intents.intent_objects(params, {"name": "gi", "namespaces": ["a"]})[0]
     names = [v["name"] for v in mutating["spec"]["variables"]]
-    assert names[-2:] == ["form", "tolerations"]
+    assert names[-3:] == ["form", "tolerations", "claims"]
+    # a count of N: N claims from the one template, gpushare-gpu, gpushare-gpu-1, ...
+    assert mutating["spec"]["variables"][-1]["expression"] == (
+        'lists.range(int(variables.count)).map(i, i == 0 ? "gpushare-gpu" : "gpushare-gpu-" + string(i))')
     assert '"intent.whole.template": "gi-whole"' in mutating["spec"]["variables"][0]["expression"]
     apply = mutating["spec"]["mutations"][0]["applyConfiguration"]["expression"]
-    assert 'Object.spec.resourceClaims{name: "gpushare-gpu", resourceClaimTemplateName: variables.params[variables.key + ".template"]}' in apply
-    assert 'claims: [Object.spec.containers.resources.claims{name: "gpushare-gpu"}]' in apply
+    assert ('variables.claims.map(n, Object.spec.resourceClaims{name: n, '
+            'resourceClaimTemplateName: variables.params[variables.key + ".template"]})') in apply
+    assert 'claims: variables.claims.map(n, Object.spec.containers.resources.claims{name: n})' in apply
     assert '"/spec/tolerations/-"' in mutating["spec"]["mutations"][2]["jsonPatch"]["expression"]
 
 
