@@ -366,3 +366,74 @@ def test_the_builds_are_cached(tools):
         assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert Path(proc.stdout.strip()) == tools[1]
     assert (tools[1] / "libnvidia-ml.so.1").is_file() and os.access(tools[0], os.X_OK)
+
+
+def test_a_mig_layout_the_gpu_cannot_hold_is_refused_before_gfd_runs():
+    """7 x 1g.10gb fit an A100 80GB, an 8th does not: the state file is never written for it."""
+    assert len([key for key, _value in nvml_state.node_state("A100-SXM4-80GB", 1, mig_devices=[["1g.10gb"] * 7]) if ".mig." in key]) == 7
+    with pytest.raises(nvml_state.NvmlStateError, match="do not fit one A100-SXM4-80GB"):
+        nvml_state.node_state("A100-SXM4-80GB", 1, mig_devices=[["1g.10gb"] * 8])
+
+
+# ---------------------------------------------------------------------------
+# the builds say what they do (a fake `go` and a fake compiler: nothing is compiled)
+
+# go as tools/nvidia/build.sh calls it: `go env GOVERSION`, then `go build ... -o OUT <module>/cmd/<command>`.
+FAKE_GO = """#!/bin/sh
+case "$1" in
+  env) echo go1.26.0 ;;
+  build) sleep {seconds}; [ -z "{fail}" ] || {{ echo "cmd/gpu-feature-discovery: fake go: compile error" >&2; exit 1; }}
+         while [ "$1" != "-o" ]; do shift; done; printf '#!/bin/sh\\n' > "$2"; chmod +x "$2" ;;
+  *) echo "fake go: unexpected $*" >&2; exit 3 ;;
+esac
+"""
+
+
+def _fake_bin(tmp_path, name, text):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    tool = bin_dir / name
+    tool.write_text(text)
+    tool.chmod(0o755)
+    return str(bin_dir)
+
+
+def _run_build(script, cache, env):
+    return subprocess.run([str(script), str(cache)], cwd=REPO, capture_output=True, text=True, timeout=120, env=subprocess_env(**env), check=False)
+
+
+def test_a_cold_gfd_build_prints_progress_and_installs_into_the_cache(tmp_path):
+    cache = tmp_path / "cache"
+    bin_dir = _fake_bin(tmp_path, "go", FAKE_GO.format(seconds=3, fail=""))
+    proc = _run_build(BUILD_NVIDIA, cache, {"PATH": bin_dir + os.pathsep + os.environ["PATH"], "GPUSHARE_NVIDIA_HEARTBEAT": "1"})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith("[build nvidia v0.18.0] building gpu-feature-discovery of github.com/NVIDIA/k8s-device-plugin")
+    assert "a cold build takes several minutes" in lines[0]
+    assert sum("still compiling (0m0" in line for line in lines) >= 2, proc.stderr
+    assert lines[-1].startswith("[build nvidia v0.18.0] installed in %s/nvidia-k8s-device-plugin-v0.18.0-" % cache)
+    directory = Path(proc.stdout.strip())
+    assert os.access(directory / "gpu-feature-discovery", os.X_OK) and directory.parent == cache
+    assert not [p for p in cache.iterdir() if p.name.startswith(".")]  # the temporary sibling is gone
+    again = _run_build(BUILD_NVIDIA, cache, {"PATH": bin_dir + os.pathsep + os.environ["PATH"]})
+    assert again.returncode == 0 and again.stdout.strip() == str(directory) and again.stderr == ""
+
+
+def test_a_failed_gfd_build_shows_the_last_lines_of_its_log_and_installs_nothing(tmp_path):
+    cache = tmp_path / "cache"
+    bin_dir = _fake_bin(tmp_path, "go", FAKE_GO.format(seconds=0, fail="yes"))
+    proc = _run_build(BUILD_NVIDIA, cache, {"PATH": bin_dir + os.pathsep + os.environ["PATH"]})
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert "gpu-feature-discovery failed after 0m0" in proc.stderr and "fake go: compile error" in proc.stderr
+    assert sorted(p.name for p in cache.iterdir()) == ["logs"]
+
+
+def test_a_failed_mock_build_shows_the_compilers_lines_and_installs_nothing(tmp_path):
+    cache = tmp_path / "cache"
+    cc = _fake_bin(tmp_path, "fake-cc", "#!/bin/sh\necho 'nvml_mock.c:1:1: fake cc: error' >&2\nexit 1\n")
+    proc = _run_build(BUILD_MOCK, cache, {"CC": cc + "/fake-cc"})
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert "[build nvml-mock] failed" in proc.stderr and "fake cc: error" in proc.stderr
+    assert sorted(p.name for p in cache.iterdir()) == ["logs"]
+    built = _run_build(BUILD_MOCK, cache, {})  # the real compiler, into the same cache
+    assert built.returncode == 0 and (Path(built.stdout.strip()) / "libnvidia-ml.so.1").is_file(), built.stderr
