@@ -115,23 +115,34 @@ def test_feature_labels_read_back_from_the_api(lab_nodes):
         "nvidia.com/device-plugin.config": "default",
         "nvidia.com/gpu.count": "2",
         "nvidia.com/gpu.memory": "81920",
+        "nvidia.com/gpu.family": "ampere",
+        "nvidia.com/gpu.compute.major": "8",
+        "nvidia.com/gpu.compute.minor": "0",
         "nvidia.com/gpu.product": A100,
         "nvidia.com/gpu.replicas": "1",
         "nvidia.com/gpu.sharing-strategy": "none",
         "nvidia.com/mig.capable": "true",
+        "nvidia.com/mps.capable": "false",
     }
     assert labels["lab-node-1"] == {
         "nvidia.com/device-plugin.config": "shared",
         "nvidia.com/gpu.count": "2",
         "nvidia.com/gpu.memory": "81920",
+        "nvidia.com/gpu.family": "ampere",
+        "nvidia.com/gpu.compute.major": "8",
+        "nvidia.com/gpu.compute.minor": "0",
         "nvidia.com/gpu.product": A100 + "-SHARED",
         "nvidia.com/gpu.replicas": "4",
         "nvidia.com/gpu.sharing-strategy": "time-slicing",
         "nvidia.com/mig.capable": "true",
+        "nvidia.com/mps.capable": "false",
     }
     assert labels["lab-node-2"] == {
         "nvidia.com/gpu.count": "2",
         "nvidia.com/gpu.memory": "81920",
+        "nvidia.com/gpu.family": "ampere",
+        "nvidia.com/gpu.compute.major": "8",
+        "nvidia.com/gpu.compute.minor": "0",
         "nvidia.com/gpu.product": A100,  # exactly the spec's step 3
         "nvidia.com/gpu.replicas": "0",
         "nvidia.com/gpu.sharing-strategy": "none",
@@ -140,8 +151,17 @@ def test_feature_labels_read_back_from_the_api(lab_nodes):
         "nvidia.com/mig-1g.10gb.product": A100 + "-MIG-1g.10gb",
         "nvidia.com/mig-1g.10gb.replicas": "1",
         "nvidia.com/mig-1g.10gb.sharing-strategy": "none",
+        "nvidia.com/mig-1g.10gb.multiprocessors": "14",
+        "nvidia.com/mig-1g.10gb.slices.gi": "1",
+        "nvidia.com/mig-1g.10gb.slices.ci": "1",
+        "nvidia.com/mig-1g.10gb.engines.copy": "1",
+        "nvidia.com/mig-1g.10gb.engines.decoder": "1",
+        "nvidia.com/mig-1g.10gb.engines.encoder": "0",
+        "nvidia.com/mig-1g.10gb.engines.jpeg": "0",
+        "nvidia.com/mig-1g.10gb.engines.ofa": "0",
         "nvidia.com/mig.capable": "true",
         "nvidia.com/mig.strategy": "mixed",
+        "nvidia.com/mps.capable": "false",
     }
 
 

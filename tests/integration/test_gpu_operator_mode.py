@@ -242,7 +242,8 @@ def answer_as_operator(cluster, tmp_path):
         core.patch_node(name, {"metadata": {"labels": {
             "nvidia.com/gpu.count": "1", "nvidia.com/gpu.product": A100_80 + "-SHARED", "nvidia.com/gpu.replicas": "4",
             "nvidia.com/gpu.sharing-strategy": "time-slicing", "nvidia.com/gpu.memory": "81920", "nvidia.com/mig.capable": "true",
-            "nvidia.com/mig.strategy": "mixed"}}})
+            "nvidia.com/mig.strategy": "mixed", "nvidia.com/gpu.family": "ampere", "nvidia.com/gpu.compute.major": "8",
+            "nvidia.com/gpu.compute.minor": "0", "nvidia.com/mps.capable": "false"}}})
         done = run.wait(timeout=120)
         assert done.returncode == 0, done.stdout[-3000:]
 
