@@ -46,8 +46,10 @@ def section_intent(env, args, clusters):
     cases = (
         ("intent.no_policy", PLAIN, lambda i: _pod("p-%d" % i, resource="nvidia.com/gpu"),
          "a Pod naming nvidia.com/gpu, namespace without the policies"),
-        ("intent.no_intent", BOUND, lambda i: _pod("p-%d" % i, resource="nvidia.com/gpu"), "the same Pod where the policies are bound (matchConditions skip it)"),
-        ("intent.rewritten", BOUND, lambda i: _pod("p-%d" % i, intents[i % len(intents)]), "a Pod asking by intent, rewritten and validated"),
+        ("intent.no_intent", BOUND, lambda i: _pod("p-%d" % i, resource="nvidia.com/gpu"),
+         "the same Pod where the policies are bound (matchConditions skip it)"),
+        ("intent.rewritten", BOUND, lambda i: _pod("p-%d" % i, intents[i % len(intents)]),
+         "a Pod asking by intent, rewritten and validated"),
     )
     totals = {}
     for key, namespace, body, label in cases:
