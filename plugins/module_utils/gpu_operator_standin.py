@@ -5,28 +5,41 @@
 """The lab cluster's GPU Operator stand-in: one level-triggered reconcile pass over every kwok GPU node.
 
 It plays, by the operator's contract (see :mod:`gpu_operator`), the device plugin with its config
-manager, gpu-feature-discovery and the MIG manager, on nodes whose simulated hardware the lab
-cluster wrote when it created them (annotations ``gpushare.k8s/gpus`` and ``gpushare.k8s/gpu-product``):
+manager and the MIG manager, and runs NVIDIA's unmodified gpu-feature-discovery (GFD), on nodes whose
+simulated hardware the lab cluster wrote when it created them (annotations ``gpushare.k8s/gpus`` and
+``gpushare.k8s/gpu-product``):
 
 * MIG manager: a node labelled ``nvidia.com/mig.config=<layout>`` gets ``nvidia.com/mig.config.state``
   ``pending``, then ``success`` with the layout applied (kept in annotation ``gpushare.k8s/mig-applied``,
   the stand-in's GPUs), or ``failed`` with the reason in ``gpushare.k8s/mig-failure`` when the GPUs
   cannot hold it. A failed or applied layout is not tried again until the label or the layout changes.
-* device plugin: the config named by ``nvidia.com/device-plugin.config`` (or the ClusterPolicy default)
-  is read from the ConfigMap the ClusterPolicy names; a missing ConfigMap or key leaves the old
-  advertisement in place, as the real config manager's crash loop does. Capacity and allocatable get
-  what :func:`gpu_operator.node_state` computes (through the collection's status writer, every other
-  resource kept); ``nvidia.com/*`` resources it no longer advertises are removed.
-* GFD: the labels :func:`gpu_operator.node_state` computes; stale GFD labels removed, others kept.
+* config manager: the config named by ``nvidia.com/device-plugin.config`` (or the ClusterPolicy default)
+  is read from the ConfigMap the ClusterPolicy names and written, as the ConfigMap holds it, to the node's
+  config file; a missing ConfigMap or key leaves the old advertisement and labels in place, as the real
+  config manager's crash loop does.
+* device plugin: capacity and allocatable get what :func:`gpu_operator.node_state` computes (our model,
+  until the device-plugin stage of issue 28; through the collection's status writer, every other resource
+  kept); ``nvidia.com/*`` resources it no longer advertises are removed.
+* GFD: NVIDIA's ``gpu-feature-discovery --oneshot`` (:class:`Gfd`) over our mock ``libnvidia-ml.so.1``,
+  with the node's NVML state file (:mod:`nvml_state`: its product, GPU count and the MIG layout applied),
+  its config file and ``MIG_STRATEGY`` from the ClusterPolicy, as the operator runs it. The stand-in then
+  does what NFD's worker and master do on a real node: it puts the ``nvidia.com/*`` labels of GFD's output
+  file on the node, removes the GFD labels it put there before that GFD no longer writes (their names are
+  kept in annotation ``gpushare.k8s/gfd-labels``, as NFD keeps them in ``nfd.node.kubernetes.io/feature-labels``)
+  and keeps every other label. The stand-in computes no label itself. GFD runs again only when the node's
+  inputs change (a digest of state, config and strategy).
 
-Every pass reads everything afresh, so a restart (its own or the API server's) leaves nothing stale.
+Every pass reads the cluster afresh, so a restart (its own or the API server's) leaves nothing stale.
 No Ansible import; the lab cluster's component script runs it in a loop driven by watches.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
+import subprocess
 
 try:
     import kubernetes  # noqa: F401 pylint: disable=unused-import
@@ -39,19 +52,27 @@ try:
     from . import device_plugin as _dp
     from . import gpu_features as _features
     from . import gpu_operator as _op
+    from . import nvml_state as _nvml
     from .cluster_objects import ApiCallError, Route, api_path, call_json, list_pages
     from .node_status import MERGE_PATCH, CoreNodeApi, NodeResourcesError, NodeWriteError, apply_node_resources
 except ImportError:  # loaded as plain modules, next to each other
     import device_plugin as _dp  # type: ignore[no-redef]
     import gpu_features as _features  # type: ignore[no-redef]
     import gpu_operator as _op  # type: ignore[no-redef]
+    import nvml_state as _nvml  # type: ignore[no-redef]
     from cluster_objects import ApiCallError, Route, api_path, call_json, list_pages  # type: ignore[no-redef]
     from node_status import MERGE_PATCH, CoreNodeApi, NodeResourcesError, NodeWriteError, apply_node_resources  # type: ignore[no-redef]
 
 
-__all__ = ["StandIn", "hardware_of"]
+__all__ = ["GFD_LABELS_ANNOTATION", "Gfd", "GfdError", "StandIn", "gfd_label_patch", "hardware_of", "mig_devices", "parse_gfd_output"]
 
 REQUEST_TIMEOUT = 10
+# Seconds one GFD run may take (it takes a few hundredths of a second over the mock).
+GFD_TIMEOUT = 30
+# The names of the labels the stand-in last put on a node from GFD's output (comma-separated), so that the next
+# output's absent ones are removed and no other label is touched: what NFD keeps in nfd.node.kubernetes.io/feature-labels.
+GFD_LABELS_ANNOTATION = "gpushare.k8s/gfd-labels"
+GFD_PREFIX = "nvidia.com/"
 _LOG = logging.getLogger("gpu-operator-standin")
 
 
@@ -77,11 +98,140 @@ def _json_annotation(annotations, key):
     return value if isinstance(value, dict) else None
 
 
+def mig_devices(gpu_state):
+    """The MIG devices of each GPU as :func:`nvml_state.node_state` takes them, from the MIG manager's ``gpu_state``.
+
+    ``gpu_state`` is :func:`gpu_operator.apply_layout`'s list (``{"mig": bool, "devices": {profile: count}}`` per GPU);
+    a GPU with MIG off is ``None``, a MIG-enabled one the list of its instances' profiles. ``None`` when no GPU has MIG on.
+    """
+    if not any(gpu["mig"] for gpu in gpu_state):
+        return None
+    return [sorted(profile for profile, count in gpu["devices"].items() for _n in range(int(count))) if gpu["mig"] else None
+            for gpu in gpu_state]
+
+
+def parse_gfd_output(text):
+    """The ``nvidia.com/*`` labels of a GFD output file (``<label>=<value>`` per line), as a dict."""
+    labels = {}
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and key.startswith(GFD_PREFIX):
+            labels[key] = value
+    return labels
+
+
+def gfd_label_patch(gfd_labels, current, previous):
+    """The label part of a merge patch that puts ``gfd_labels`` on a node whose labels are ``current``.
+
+    A label the stand-in put there from an earlier GFD output (``previous``: its names) or a GFD label the collection
+    knows (:func:`gpu_features.is_managed_label`), and that GFD no longer writes, is removed; any other label is kept,
+    as NFD does with the labels of a feature source. Only what differs is in the patch.
+    """
+    patch = {key: value for key, value in gfd_labels.items() if current.get(key) != value}
+    for key in sorted(current):
+        if key not in gfd_labels and (key in previous or _features.is_managed_label(key)):
+            patch[key] = None
+    return patch
+
+
+class GfdError(Exception):
+    """GFD could not label a node: what failed, with the last lines GFD wrote."""
+
+
+class Gfd:
+    """NVIDIA's gpu-feature-discovery, run once per node input over our mock NVML; outputs cached by input digest.
+
+    ``binary`` is the ``gpu-feature-discovery`` built by tools/nvidia/build.sh, ``mock_dir`` the directory of our
+    ``libnvidia-ml.so.1`` (tools/nvml-mock/build.sh), ``state_dir`` where each node's files go:
+    ``<state_dir>/<node>/nvml-state`` (the mock's state), ``config.yaml`` (the config manager's file), ``gfd-labels``
+    (GFD's output file) and ``gfd.log`` (what GFD printed on its last run).
+    """
+
+    def __init__(self, binary, mock_dir, state_dir, timeout=GFD_TIMEOUT):
+        self.binary = binary
+        self.mock_dir = mock_dir
+        self.state_dir = state_dir
+        self.timeout = timeout
+        self.runs = 0
+        self._cache = {}
+
+    def node_dir(self, node):
+        return os.path.join(self.state_dir, node)
+
+    def labels(self, node, state_entries, config_text=None, strategy=None):
+        """GFD's ``nvidia.com/*`` labels for ``node``; GFD runs only when the inputs differ from the last run's.
+
+        ``state_entries`` is :func:`nvml_state.node_state`'s list, ``config_text`` the device-plugin config as the
+        ConfigMap holds it (``None``: no config file), ``strategy`` the ClusterPolicy's MIG strategy (``MIG_STRATEGY``;
+        ``None``: not set, GFD takes the config's). Raises :class:`GfdError` when GFD fails (cached too: the same
+        inputs do not run it again).
+        """
+        state_text = _nvml.render(state_entries, "gpushare.k8s GPU Operator stand-in: the simulated GPUs of node %s" % node)
+        digest = hashlib.sha256(json.dumps([self.binary, self.mock_dir, state_text, config_text, strategy]).encode("utf-8")).hexdigest()
+        cached = self._cache.get(node)
+        if cached is not None and cached[0] == digest:
+            if isinstance(cached[1], GfdError):
+                raise cached[1]
+            return dict(cached[1])
+        try:
+            result = self._run(node, state_entries, config_text, strategy)
+        except GfdError as exc:
+            self._cache[node] = (digest, exc)
+            raise
+        self._cache[node] = (digest, result)
+        return dict(result)
+
+    def _run(self, node, state_entries, config_text, strategy):
+        directory = self.node_dir(node)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        state = os.path.join(directory, "nvml-state")
+        output = os.path.join(directory, "gfd-labels")
+        config = os.path.join(directory, "config.yaml")
+        _nvml.write(state, state_entries, "gpushare.k8s GPU Operator stand-in: the simulated GPUs of node %s" % node)
+        args = [self.binary, "--oneshot", "--no-timestamp", "--output-file", output]
+        if config_text is not None:
+            _write(config, config_text if config_text.endswith("\n") else config_text + "\n")
+            args += ["--config-file", config]
+        elif os.path.exists(config):
+            os.unlink(config)
+        if os.path.exists(output):
+            os.unlink(output)
+        env = {key: value for key, value in os.environ.items() if key not in ("MIG_STRATEGY", "GFD_MIG_STRATEGY", "NVIDIA_VISIBLE_DEVICES")}
+        env.update({"LD_LIBRARY_PATH": self.mock_dir, _nvml.ENV: state, "NODE_NAME": node})
+        if strategy:
+            env["MIG_STRATEGY"] = strategy
+        self.runs += 1
+        try:
+            proc = subprocess.run(args, capture_output=True, text=True, timeout=self.timeout, env=env, check=False)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise GfdError("cannot run %s: %s" % (self.binary, exc)) from None
+        _write(os.path.join(directory, "gfd.log"), "$ %s\n%s" % (" ".join(args), proc.stderr))
+        try:
+            with open(output, encoding="utf-8") as handle:
+                labels = parse_gfd_output(handle.read())
+        except OSError:
+            labels = None
+        if proc.returncode != 0 or not labels:
+            last = "\n".join(proc.stderr.strip().splitlines()[-5:])
+            raise GfdError("gpu-feature-discovery exited %d%s; its last lines (all in %s):\n%s" % (
+                proc.returncode, "" if labels else " and wrote no label", os.path.join(directory, "gfd.log"), last))
+        return labels
+
+
+def _write(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
 class StandIn:
     """The reconcile pass. ``reconcile()`` returns a list of what it changed (for the log)."""
 
-    def __init__(self, api_client, namespace, timeout=REQUEST_TIMEOUT):
+    def __init__(self, api_client, namespace, gfd=None, timeout=REQUEST_TIMEOUT):
+        """``gfd`` is the :class:`Gfd` that labels the nodes; without it only the readers work (gpu_operator_wait uses them)."""
         self._api_client = api_client
+        self._gfd = gfd
         self._nodes = CoreNodeApi(api_client, request_timeout=timeout)
         self._namespace = namespace
         self._timeout = timeout
@@ -127,6 +277,8 @@ class StandIn:
     # -- the pass ------------------------------------------------------------
 
     def reconcile(self):
+        if self._gfd is None:
+            raise ValueError("StandIn.reconcile needs the Gfd that labels the nodes")
         policy = self.cluster_policy()
         if policy is None:
             return []
@@ -217,17 +369,27 @@ class StandIn:
             except _dp.ConfigError as exc:
                 _LOG.warning("%s: config %s is invalid, keeping the old advertisement: %s", name, key, exc)
                 return actions
-        strategy = (spec.get("mig") or {}).get("strategy") or ((config or {}).get("flags") or {}).get("migStrategy") or "none"
+        policy_strategy = (spec.get("mig") or {}).get("strategy")
+        strategy = policy_strategy or ((config or {}).get("flags") or {}).get("migStrategy") or "none"
         try:
-            resources, gfd_labels = _op.node_state(name, product, gpu_state, config, strategy, config_name=key)
+            resources = _op.node_state(name, product, gpu_state, config, strategy, config_name=key)[0]
         except (_op.LayoutError, _dp.ConfigError, _features.FeatureError) as exc:
             _LOG.warning("%s: cannot advertise: %s", name, exc)
             return actions
         actions.extend(self._advertise(node, resources))
-        patch = _features.label_patch(gfd_labels, labels)
-        patch = {key: value for key, value in patch.items() if labels.get(key) != value}
+        try:
+            state = _nvml.node_state(product, gpus, node=name, mig_devices=mig_devices(gpu_state))
+            gfd_labels = self._gfd.labels(name, state, dp_data[key] if config is not None else None, policy_strategy)
+        except (_nvml.NvmlStateError, GfdError) as exc:
+            _LOG.warning("%s: GFD cannot label the node, its labels are left as they are: %s", name, exc)
+            return actions
+        annotations = node["metadata"].get("annotations") or {}
+        previous = set(filter(None, (annotations.get(GFD_LABELS_ANNOTATION) or "").split(",")))
+        patch = gfd_label_patch(gfd_labels, labels, previous)
+        names = ",".join(sorted(gfd_labels))
+        if patch or annotations.get(GFD_LABELS_ANNOTATION) != names:
+            self._patch_metadata(name, labels=patch, annotations={GFD_LABELS_ANNOTATION: names})
         if patch:
-            self._patch_metadata(name, labels=patch)
             actions.append("%s: GFD labels %s" % (name, ", ".join(sorted(patch))))
         return actions
 

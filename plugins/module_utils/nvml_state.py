@@ -160,7 +160,9 @@ def node_state(product, gpus, node="node", mig_enabled=False, mig_devices=None):
     ``node`` names the node (its GPUs' UUIDs derive from it); ``mig_enabled`` turns MIG mode on for every GPU of a
     product that has MIG (a product without MIG answers NVML_ERROR_NOT_SUPPORTED either way). ``mig_devices``, one
     list per GPU of the MIG profiles it is partitioned into (``[["1g.10gb"] * 7, []]``), implies ``mig_enabled``; each
-    GPU's instances are placed by :func:`place`. A MIG-capable GPU carries its product's profiles either way.
+    GPU's instances are placed by :func:`place`. ``None`` in place of a GPU's list leaves MIG mode off on that GPU alone
+    (``[["1g.10gb"] * 7, None]``: what a layout enabling MIG on some GPUs only leaves). A MIG-capable GPU carries its
+    product's profiles either way.
     """
     canonical = _products.canonical(product)
     if canonical is None:
@@ -173,10 +175,11 @@ def node_state(product, gpus, node="node", mig_enabled=False, mig_devices=None):
         raise NvmlStateError("node", "must be a node name without spaces, got %r" % (node,), "give the node's name, e.g. lab-node-0")
     has_mig = canonical in _products.mig_products()
     if mig_devices is not None:
-        if not isinstance(mig_devices, (list, tuple)) or len(mig_devices) != gpus or not all(isinstance(d, (list, tuple)) for d in mig_devices):
-            raise NvmlStateError("mig_devices", "must be one list of MIG profiles per GPU (%d), got %r" % (gpus, mig_devices),
-                                 "give e.g. [[1g.10gb, 1g.10gb], []]")
-        mig_enabled = True
+        if not isinstance(mig_devices, (list, tuple)) or len(mig_devices) != gpus or not all(
+                d is None or isinstance(d, (list, tuple)) for d in mig_devices):
+            raise NvmlStateError("mig_devices", "must be one list of MIG profiles per GPU (%d), or None for MIG off, got %r" % (gpus, mig_devices),
+                                 "give e.g. [[1g.10gb, 1g.10gb], [], None]")
+        mig_enabled = any(d is not None for d in mig_devices)
     if mig_enabled and not has_mig:
         raise NvmlStateError("mig_enabled", "%s has no MIG" % canonical, "use a product of %s" % ", ".join(_products.mig_products()))
     facts = _PRODUCTS[canonical]
@@ -201,11 +204,11 @@ def node_state(product, gpus, node="node", mig_enabled=False, mig_devices=None):
             "pci_bus_id": "%08X:%02X:00.0" % (0, index + 1),
             "pci_device_id": facts["pci_device_id"],
             "minor": str(index),
-            "mig_mode": ("1" if mig_enabled else "0") if has_mig else "none",
+            "mig_mode": ("1" if mig_enabled and (mig_devices is None or mig_devices[index] is not None) else "0") if has_mig else "none",
         }
         entries.extend(("device.%d.%s" % (index, field), fields[field]) for field in DEVICE_FIELDS)
         if has_mig:
-            entries.extend(_mig_entries(canonical, index, node, mig_devices[index] if mig_devices else (), "mig_devices[%d]" % index))
+            entries.extend(_mig_entries(canonical, index, node, (mig_devices[index] or ()) if mig_devices else (), "mig_devices[%d]" % index))
     return entries
 
 

@@ -6,6 +6,9 @@ In order, on one cluster:
 2. advertise mode is refused before any write (a ClusterPolicy exists; a node that is not a kwok node);
 3. the whole lab in operator mode: --check --diff writes nothing, the run reaches the lab's end state
    (lab-node-0 2, lab-node-1 8, lab-node-2 7 x mig-1g.10gb and no nvidia.com/gpu), a re-run changes nothing;
+   each GPU node's nvidia.com/* labels are what NVIDIA's gpu-feature-discovery writes for it (run again here, over
+   the same mock NVML, with the node's GPUs, config and MIG strategy), its CUDA and driver labels included, and a
+   node relabelled to the mps config gets GFD's nvidia.com/mps.capable=true;
 4. the stand-in acts on labels and ConfigMap edits (8 -> 2 -> 8, replicas 4 -> 2: 8 -> 4);
 5. a layout the GPUs cannot hold ends in mig.config.state=failed, and the role fails with the reason;
 6. stand-in stopped: step 2 fails naming what did not happen; the test answering as the operator
@@ -17,12 +20,17 @@ In order, on one cluster:
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from kubernetes import client
 
+from conftest import REPO, subprocess_env
 from reliability import LAB_VARS, Background, OwnCluster, output, playbook, recap, snapshot, tail, wait_until
+from ansible_collections.gpushare.k8s.plugins.module_utils import nvml_state
 
 pytestmark = pytest.mark.slow
 
@@ -32,6 +40,11 @@ NS = "gpu-operator"
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
 STATE_LABEL = "nvidia.com/mig.config.state"
 A100_80 = "NVIDIA-A100-SXM4-80GB"
+# The nvidia.com/* labels of a node that are not GFD's: the collection's and the MIG manager's.
+NOT_GFD = {CONFIG_LABEL, "nvidia.com/mig.config", STATE_LABEL}
+# Labels only NVIDIA's GFD writes (the model has no driver): their presence shows GFD labelled the node.
+GFD_ONLY = ("nvidia.com/cuda.driver-version.full", "nvidia.com/cuda.driver.major", "nvidia.com/cuda.runtime-version.full",
+            "nvidia.com/cuda.runtime.major", "nvidia.com/gpu.machine", "nvidia.com/vgpu.present")
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +159,75 @@ def test_operator_lab_reaches_the_lab_end_state_and_reruns_unchanged(cluster, ro
     again = playbook("playbooks/lab.yml", cluster.lab_vars(root, **OPERATOR))
     assert again.returncode == 0 and recap(again)["changed"] == 0, tail(again)
     assert {path: path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()} == files
+
+
+@pytest.fixture(scope="module")
+def gfd_tools():
+    """(NVIDIA's gpu-feature-discovery, the directory of our mock libnvidia-ml.so.1): the builds the role made, from the cache."""
+    paths = []
+    for script in ("tools/nvidia/build.sh", "tools/nvml-mock/build.sh"):
+        proc = subprocess.run([str(REPO / script)], capture_output=True, text=True, timeout=1500, env=subprocess_env(), check=False)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        paths.append(Path(proc.stdout.strip()))
+    return paths[0] / "gpu-feature-discovery", paths[1]
+
+
+def run_gfd(tools, workdir, name, mig_devices, config_text, strategy):
+    """NVIDIA's GFD run here, one shot, for a node of two A100-80GB GPUs with ``mig_devices``: its nvidia.com/* labels."""
+    gfd, mock = tools
+    workdir.mkdir(parents=True, exist_ok=True)
+    state, config, out = workdir / "nvml-state", workdir / "config.yaml", workdir / "labels"
+    nvml_state.write(str(state), nvml_state.node_state(A100_80, 2, node=name, mig_devices=mig_devices))
+    config.write_text(config_text)
+    env = {key: value for key, value in os.environ.items() if key not in ("MIG_STRATEGY", "NVIDIA_VISIBLE_DEVICES")}
+    env.update(LD_LIBRARY_PATH=str(mock), MIG_STRATEGY=strategy, **{nvml_state.ENV: str(state)})
+    proc = subprocess.run([str(gfd), "--oneshot", "--no-timestamp", "--output-file", str(out), "--config-file", str(config)],
+                          capture_output=True, text=True, timeout=60, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return gfd_file(out)
+
+
+def gfd_file(path):
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if line.startswith("nvidia.com/"))
+
+
+def gfd_labels_of(core, name):
+    return {k: v for k, v in labels(core, name).items() if k.startswith("nvidia.com/") and k not in NOT_GFD}
+
+
+def test_each_gpu_nodes_labels_are_what_nvidias_gfd_writes(cluster, gfd_tools, tmp_path):
+    """The lab's end state: every nvidia.com/* label of each GPU node (but the collection's and the MIG manager's) is GFD's,
+    run here again with the node's inputs (its two A100-80GB GPUs and MIG layout, the config its label or the ClusterPolicy
+    default names, as the ConfigMap holds it, and the ClusterPolicy's MIG strategy), and the same as the stand-in's own
+    output file of the node. Then lab-node-0 relabelled to mps: GFD's mps.capable=true and sharing strategy mps."""
+    core = cluster.core
+    spec = client.CustomObjectsApi(core.api_client).get_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "cluster-policy")["spec"]
+    strategy = spec["mig"]["strategy"]
+    configs = core.read_namespaced_config_map(spec["devicePlugin"]["config"]["name"], NS).data
+    node_files = cluster.kubeconfig.parent / "gpu-operator-standin" / "nodes"
+    layouts = {"lab-node-0": None, "lab-node-1": None, "lab-node-2": [["1g.10gb"] * 7, []]}
+
+    def check(name, devices):
+        config = labels(core, name).get(CONFIG_LABEL) or spec["devicePlugin"]["config"]["default"]
+        want = run_gfd(gfd_tools, tmp_path / name, name, devices, configs[config], strategy)
+        wait_until(lambda: gfd_labels_of(core, name) == want, timeout=10, what=f"{name}'s labels to be GFD's")
+        assert gfd_file(node_files / name / "gfd-labels") == want, name
+        assert all(key in want for key in GFD_ONLY), (name, sorted(want))
+        return want
+
+    for name, devices in layouts.items():
+        check(name, devices)
+    assert gfd_labels_of(core, "lab-node-2")["nvidia.com/mig-1g.10gb.count"] == "7"
+    assert gfd_labels_of(core, "lab-node-0")["nvidia.com/mps.capable"] == "false"
+    relabel(core, "lab-node-0", "mps")
+    try:
+        wait_until(lambda: labels(core, "lab-node-0").get("nvidia.com/mps.capable") == "true", timeout=10, what="lab-node-0 mps.capable=true")
+        mps = check("lab-node-0", None)
+        assert mps["nvidia.com/gpu.sharing-strategy"] == "mps" and mps["nvidia.com/gpu.replicas"] == "4", mps
+    finally:
+        relabel(core, "lab-node-0", "default")
+    wait_until(lambda: labels(core, "lab-node-0").get("nvidia.com/mps.capable") == "false", timeout=10, what="lab-node-0 back to mps.capable=false")
+    assert "nvidia.com/gpu.replicas" in gfd_labels_of(core, "lab-node-0")
 
 
 def test_relabel_and_configmap_edit_are_advertised(cluster):

@@ -6,8 +6,10 @@
 
 Watches Nodes, the ConfigMaps of the operator namespace and ClusterPolicies; every event (and every
 ``--resync`` seconds, and after any watch or API error) triggers one reconcile pass of
-``plugins/module_utils/gpu_operator_standin.py``, which holds all the logic. Logs go to standard
-output, which kwokctl writes to the cluster's ``logs/gpu-operator-standin.log``.
+``plugins/module_utils/gpu_operator_standin.py``, which holds all the logic. It runs NVIDIA's
+gpu-feature-discovery (``--gfd``) over our mock NVML library (``--nvml-mock``, its directory) for each GPU
+node, with that node's files under ``--state-dir`` (the lab_cluster role gives the cluster's own
+directory). Logs go to standard output, which kwokctl writes to the cluster's ``logs/gpu-operator-standin.log``.
 """
 
 from __future__ import annotations
@@ -77,10 +79,19 @@ def main(argv=None):
     parser.add_argument("--namespace", default="gpu-operator", help="the operator's namespace (ConfigMaps named by the ClusterPolicy)")
     parser.add_argument("--resync", type=float, default=10.0, help="seconds between full passes without events")
     parser.add_argument("--once", action="store_true", help="run one pass and exit")
+    parser.add_argument("--gfd", required=True, help="NVIDIA's gpu-feature-discovery binary (tools/nvidia/build.sh)")
+    parser.add_argument("--nvml-mock", required=True, help="the directory of our mock libnvidia-ml.so.1 (tools/nvml-mock/build.sh)")
+    parser.add_argument("--state-dir", required=True, help="where each node's NVML state, config and GFD output files go")
     args = parser.parse_args(argv)
 
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s %(message)s")
     log = logging.getLogger("gpu-operator-standin")
+    missing = [path for path, ok in ((args.gfd, os.access(args.gfd, os.X_OK)),
+                                     (os.path.join(args.nvml_mock, "libnvidia-ml.so.1"), os.path.isfile(os.path.join(args.nvml_mock, "libnvidia-ml.so.1"))))
+               if not ok]
+    if missing:  # the lab_cluster role builds both before it starts the cluster
+        log.error("cannot start: %s missing; run the lab_cluster role (make cluster-operator) to build them", ", ".join(missing))
+        return 2
     standin_mod, auth = _module_utils()
     from kubernetes import client as k8s_client
 
@@ -97,8 +108,10 @@ def main(argv=None):
             stop.wait(1.0)
     if api_client is None:
         return 0
-    standin = standin_mod.StandIn(api_client, args.namespace)
-    log.info("started: namespace %s, kubeconfig %s", args.namespace, args.kubeconfig)
+    gfd = standin_mod.Gfd(os.path.abspath(args.gfd), os.path.abspath(args.nvml_mock), os.path.abspath(args.state_dir))
+    standin = standin_mod.StandIn(api_client, args.namespace, gfd)
+    log.info("started: namespace %s, kubeconfig %s, gpu-feature-discovery %s over the NVML mock in %s, node files in %s",
+             args.namespace, args.kubeconfig, gfd.binary, gfd.mock_dir, gfd.state_dir)
     if args.once:
         for action in standin.reconcile():
             log.info("%s", action)

@@ -66,6 +66,16 @@ def test_mig_mode_on():
     assert state["device.0.mig_mode"] == state["device.1.mig_mode"] == "1"
 
 
+def test_mig_mode_per_gpu():
+    """None for a GPU's list: MIG off on that GPU alone (what a layout enabling MIG on some GPUs leaves)."""
+    state = dict(nvml_state.node_state("A100-SXM4-80GB", 3, mig_devices=[["1g.10gb"] * 7, None, []]))
+    assert [state["device.%d.mig_mode" % index] for index in range(3)] == ["1", "0", "1"]
+    assert "device.0.mig.6" in state and "device.0.mig.7" not in state and not any(key.startswith(("device.1.mig.", "device.2.mig.")) for key in state)
+    assert all(mode == "0" for key, mode in nvml_state.node_state("A100-SXM4-80GB", 2, mig_devices=[None, None]) if key.endswith(".mig_mode"))
+    # a product without MIG: all None is no MIG asked
+    assert dict(nvml_state.node_state("A30-24GB", 1, mig_devices=[None]))["device.0.mig_mode"] in ("0", "none")
+
+
 def test_no_gpus():
     assert dict(nvml_state.node_state("A100-SXM4-80GB", 0))["device_count"] == "0"
     assert not [entry for entry in nvml_state.node_state("A100-SXM4-80GB", 0) if entry[0].startswith("device.")]

@@ -1,0 +1,109 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The GPU Operator stand-in's pure pieces: the MIG manager's state as the mock's MIG devices, GFD's output file,
+the label patch (GFD's labels on, stale GFD labels off, every other label kept) and the GFD runner's cache.
+
+A fake gpu-feature-discovery (a shell script) stands in for NVIDIA's here; tests/integration/test_gpu_operator_mode.py
+runs the real one on a cluster.
+"""
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_operator_standin as standin
+from ansible_collections.gpushare.k8s.plugins.module_utils import nvml_state
+
+
+def test_mig_devices_of_the_mig_managers_state():
+    assert standin.mig_devices([{"mig": False, "devices": {}}] * 2) is None
+    state = [{"mig": True, "devices": {"1g.10gb": 7}}, {"mig": True, "devices": {}}, {"mig": False, "devices": {}}]
+    assert standin.mig_devices(state) == [["1g.10gb"] * 7, [], None]
+    assert standin.mig_devices([{"mig": True, "devices": {"3g.40gb": 1, "1g.10gb": 2}}]) == [["1g.10gb", "1g.10gb", "3g.40gb"]]
+
+
+def test_parse_gfd_output_keeps_nvidia_labels_only():
+    text = "nvidia.com/gpu.count=2\nnvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB-SHARED\n\nfeature.node.kubernetes.io/x=1\nnoise\nnvidia.com/empty=\n"
+    assert standin.parse_gfd_output(text) == {"nvidia.com/gpu.count": "2", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-SHARED",
+                                              "nvidia.com/empty": ""}
+
+
+def test_label_patch_adds_changes_removes_stale_and_keeps_the_rest():
+    current = {"kubernetes.io/hostname": "n", "nvidia.com/device-plugin.config": "shared", "nvidia.com/mig.config.state": "success",
+               "nvidia.com/gpu.count": "2", "nvidia.com/gpu.replicas": "4", "nvidia.com/cuda.driver.major": "550",
+               "nvidia.com/mig-1g.10gb.count": "7", "nvidia.com/something.gfd.wrote": "x"}
+    gfd = {"nvidia.com/gpu.count": "2", "nvidia.com/gpu.replicas": "2", "nvidia.com/cuda.driver.major": "550", "nvidia.com/mps.capable": "true"}
+    patch = standin.gfd_label_patch(gfd, current, previous={"nvidia.com/something.gfd.wrote", "nvidia.com/gpu.count"})
+    assert patch == {"nvidia.com/gpu.replicas": "2", "nvidia.com/mps.capable": "true",
+                     "nvidia.com/mig-1g.10gb.count": None,  # a GFD label the collection knows, no longer written
+                     "nvidia.com/something.gfd.wrote": None}  # written by GFD before, no longer
+    # the operator's and the collection's own labels are never touched
+    assert standin.gfd_label_patch({}, current, set()).keys() == {"nvidia.com/gpu.count", "nvidia.com/gpu.replicas", "nvidia.com/mig-1g.10gb.count"}
+    assert standin.gfd_label_patch(gfd, dict(current, **gfd), set(gfd)) == {"nvidia.com/mig-1g.10gb.count": None}
+
+
+FAKE_GFD = """#!/bin/sh
+# a fake gpu-feature-discovery: writes what it was given as labels, counts its runs
+echo run >> "{runs}"
+out=""; config=""
+while [ $# -gt 0 ]; do
+  case "$1" in --output-file) out=$2; shift;; --config-file) config=$2; shift;; esac
+  shift
+done
+[ -n "$FAIL" ] && {{ echo "E0000 something broke" >&2; exit 1; }}
+{{
+  echo "nvidia.com/gpu.count=$(awk '$1 == "device_count" {{print $2}}' "$GPUSHARE_NVML_STATE")"
+  echo "nvidia.com/mig.strategy=${{MIG_STRATEGY:-unset}}"
+  echo "nvidia.com/lib=$LD_LIBRARY_PATH"
+  [ -n "$config" ] && echo "nvidia.com/config=$(head -n 1 "$config")"
+  echo "other.io/ignored=1"
+}} > "$out"
+"""
+
+
+@pytest.fixture
+def fake(tmp_path):
+    runs = tmp_path / "runs"
+    binary = tmp_path / "gpu-feature-discovery"
+    binary.write_text(FAKE_GFD.format(runs=runs))
+    binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
+    gfd = standin.Gfd(str(binary), str(tmp_path / "mock"), str(tmp_path / "state"))
+    return gfd, runs
+
+
+def test_gfd_runs_with_the_nodes_files_and_env_and_caches_by_input(fake, tmp_path):
+    gfd, runs = fake
+    state = nvml_state.node_state("A100-SXM4-80GB", 2, node="n1")
+    labels = gfd.labels("n1", state, "version: v1", "mixed")
+    assert labels == {"nvidia.com/gpu.count": "2", "nvidia.com/mig.strategy": "mixed", "nvidia.com/lib": str(tmp_path / "mock"),
+                      "nvidia.com/config": "version: v1"}
+    node_dir = tmp_path / "state" / "n1"
+    assert {p.name for p in node_dir.iterdir()} == {"nvml-state", "config.yaml", "gfd-labels", "gfd.log"}
+    assert nvml_state.parse((node_dir / "nvml-state").read_text()) == state
+    assert oct(node_dir.stat().st_mode & 0o777) == "0o700"
+    assert gfd.labels("n1", state, "version: v1", "mixed") == labels and gfd.runs == 1  # same inputs: no run
+    assert gfd.labels("n1", state, "version: v1", None)["nvidia.com/mig.strategy"] == "unset" and gfd.runs == 2
+    # no config: no config file
+    assert "nvidia.com/config" not in gfd.labels("n1", state, None, None) and not (node_dir / "config.yaml").exists()
+    gfd.labels("n1", nvml_state.node_state("A100-SXM4-80GB", 1, node="n1"), None, None)
+    assert gfd.runs == 4 and runs.read_text().count("run") == 4
+    gfd.labels("n2", state, None, None)  # another node: its own files and cache
+    assert gfd.runs == 5 and (tmp_path / "state" / "n2" / "gfd-labels").is_file()
+
+
+def test_a_failing_gfd_raises_with_its_last_lines_once_per_input(fake, monkeypatch):
+    gfd, _runs = fake
+    monkeypatch.setenv("FAIL", "1")
+    state = nvml_state.node_state("A100-SXM4-80GB", 2, node="n1")
+    for _attempt in range(2):
+        with pytest.raises(standin.GfdError, match=r"exited 1 and wrote no label; its last lines .*\n.*something broke"):
+            gfd.labels("n1", state)
+    assert gfd.runs == 1
+
+
+def test_a_missing_binary_is_an_error(tmp_path):
+    gfd = standin.Gfd(str(tmp_path / "nothing"), str(tmp_path), str(tmp_path / "state"))
+    with pytest.raises(standin.GfdError, match="cannot run"):
+        gfd.labels("n1", nvml_state.node_state("A100-SXM4-80GB", 1, node="n1"))
+    assert os.path.isdir(tmp_path / "state" / "n1")
