@@ -56,6 +56,8 @@ from ansible_collections.gpushare.k8s.plugins.module_utils import dra as _dra
 from ansible_collections.gpushare.k8s.plugins.module_utils import mig as _mig
 from ansible_collections.gpushare.k8s.plugins.module_utils import node_pools as _pools
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
+# The annotation names' one home is gpu_requests (it stands alone in bin/check-request.sh, which reads them too).
+from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_requests import CONTAINERS_ANNOTATION, COUNT_ANNOTATION, INTENT_ANNOTATION
 from ansible_collections.gpushare.k8s.plugins.module_utils.guards import CONFIG_LABEL
 
 __all__ = [
@@ -63,10 +65,6 @@ __all__ = [
     "dra_pools", "intent_objects", "intent_params", "intent_settings", "intent_templates", "lab_pools", "params_data", "template_plan",
 ]
 
-# One home for the annotation names a Pod (or a Pod template) asks by.
-INTENT_ANNOTATION = "gpushare.k8s/gpu"
-COUNT_ANNOTATION = "gpushare.k8s/gpu-count"
-CONTAINERS_ANNOTATION = "gpushare.k8s/gpu-containers"
 WHOLE, SHARED, ISOLATED = "whole", "shared", "isolated"
 INTENTS = (WHOLE, SHARED, ISOLATED)
 GPU_PREFIX = "nvidia.com/"
