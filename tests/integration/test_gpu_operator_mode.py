@@ -230,6 +230,41 @@ def test_each_gpu_nodes_labels_are_what_nvidias_gfd_writes(cluster, gfd_tools, t
     assert "nvidia.com/gpu.replicas" in gfd_labels_of(core, "lab-node-0")
 
 
+@pytest.mark.parametrize("product, family", [("NVIDIA-H100-80GB-HBM3", "hopper"), ("NVIDIA-B200-180GB-HBM3e", "blackwell")])
+def test_h100_and_b200_nodes_are_labelled_by_gfd_as_the_role_predicts(cluster, gfd_tools, tmp_path, product, family):
+    """A node with two H100 (B200) GPUs: the node_sharing role in operator mode (config mps) passes, so the labels NVIDIA's
+    GFD wrote for it are the ones the collection's model predicts, and they are GFD's own (run here again)."""
+    core = cluster.core
+    name = "it-" + family
+    core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": name, "annotations": {"kwok.x-k8s.io/node": "fake", "gpushare.k8s/gpus": "2", "gpushare.k8s/gpu-product": product},
+        "labels": {"kubernetes.io/hostname": name, "type": "kwok"}}})
+    try:
+        proc = playbook("tests/integration/playbooks/role.yml", {
+            "gpushare_kubeconfig": str(cluster.kubeconfig), "it_role": "gpushare.k8s.node_sharing", "node_sharing_mode": "operator",
+            "node_sharing_nodes": [{"name": name, "gpus": 2, "product": product, "config": "mps"}],
+            "node_sharing_configs": LAB_VARS["gpushare_device_plugin_configs"], "node_sharing_configmap_namespace": NS,
+            "node_sharing_operator": {"timeout": 30}})
+        assert proc.returncode == 0, tail(proc)
+        spec = client.CustomObjectsApi(core.api_client).get_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "cluster-policy")["spec"]
+        config = core.read_namespaced_config_map(spec["devicePlugin"]["config"]["name"], NS).data["mps"]
+        gfd, mock = gfd_tools
+        state, out, config_file = tmp_path / "nvml-state", tmp_path / "labels", tmp_path / "config.yaml"
+        nvml_state.write(str(state), nvml_state.node_state(product, 2, node=name))
+        config_file.write_text(config)
+        env = dict(os.environ, LD_LIBRARY_PATH=str(mock), MIG_STRATEGY=spec["mig"]["strategy"], **{nvml_state.ENV: str(state)})
+        run = subprocess.run([str(gfd), "--oneshot", "--no-timestamp", "--output-file", str(out), "--config-file", str(config_file)],
+                             capture_output=True, text=True, timeout=60, env=env, check=False)
+        assert run.returncode == 0, run.stderr[-3000:]
+        want = gfd_file(out)
+        assert gfd_labels_of(core, name) == want
+        assert want["nvidia.com/gpu.product"] == product + "-SHARED" and want["nvidia.com/gpu.family"] == family, want
+        assert want["nvidia.com/mps.capable"] == "true" and all(key in want for key in GFD_ONLY), want
+        assert gpus(core, name) == {"nvidia.com/gpu": "8"}
+    finally:
+        core.delete_node(name)
+
+
 def test_relabel_and_configmap_edit_are_advertised(cluster):
     core = cluster.core
     for config, want in (("default", "2"), ("shared", "8")):
