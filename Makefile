@@ -58,7 +58,9 @@ dra: cluster
 	$(PLAYBOOK) playbooks/dra.yml
 
 # Operator mode on the lab cluster: its own cluster, with the GPU Operator stand-in as a component,
-# and its own lab root, so `make lab`'s cluster and files are never touched.
+# and its own lab root, so `make lab`'s cluster and files are never touched. Creating it builds (once, cached in
+# ~/.cache/gpushare, progress lines while a cold build runs) NVIDIA's gpu-feature-discovery and our mock NVML, which
+# label its GPU nodes (docs/nvidia-gfd.md); `make lab` needs neither.
 OPERATOR_CLUSTER := gpushare-operator
 OPERATOR_VARS := -e gpushare_cluster_name=$(OPERATOR_CLUSTER) -e gpushare_gpu_operator_standin=true
 
