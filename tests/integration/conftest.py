@@ -30,7 +30,7 @@ KUBECONFIG = Path(
 BESIDE_MODULES = frozenset({
     "test_bad_input.py", "test_dra.py", "test_faults.py", "test_gpu_operator_mode.py", "test_lab_playbook.py",
     "test_least_privilege.py", "test_gpu_sharing.py", "test_gpu_sharing_fleet.py",
-    "test_gpu_sharing_helm.py",  # a cluster (two: the fleet) of its own each
+    "test_gpu_sharing_helm.py", "test_clusterpolicy_crd.py",  # a cluster (two: the fleet) of its own each
     "test_lab_cluster_build.py", "test_no_cluster.py", "test_gpu_tables.py", "test_nvidia_gfd.py",  # no cluster
 })
 SHARED_SCOPE = f"cluster {CLUSTER}"
@@ -77,7 +77,7 @@ def cluster_vars(cluster: str, **extra) -> dict:
 # listed starts after these.
 SCOPE_ORDER = ("test_faults.py", SHARED_SCOPE, "test_dra.py", "test_gpu_operator_mode.py", "test_least_privilege.py",
                "test_gpu_sharing.py", "test_gpu_sharing_fleet.py", "test_gpu_sharing_helm.py", "test_bad_input.py", "test_lab_playbook.py",
-               "test_lab_cluster_build.py",
+               "test_clusterpolicy_crd.py", "test_lab_cluster_build.py",
                "test_no_cluster.py", "test_gpu_tables.py", "test_nvidia_gfd.py")
 
 
