@@ -135,7 +135,9 @@ def gfd_label_patch(gfd_labels, current, previous):
 
 
 class GfdError(Exception):
-    """GFD could not label a node: what failed, with the last lines GFD wrote."""
+    """GFD could not label a node: what failed, with the last lines GFD wrote. ``repeated``: raised again from the cache."""
+
+    repeated = False
 
 
 class Gfd:
@@ -171,6 +173,7 @@ class Gfd:
         cached = self._cache.get(node)
         if cached is not None and cached[0] == digest:
             if isinstance(cached[1], GfdError):
+                cached[1].repeated = True
                 raise cached[1]
             return dict(cached[1])
         try:
@@ -381,7 +384,9 @@ class StandIn:
             state = _nvml.node_state(product, gpus, node=name, mig_devices=mig_devices(gpu_state))
             gfd_labels = self._gfd.labels(name, state, dp_data[key] if config is not None else None, policy_strategy)
         except (_nvml.NvmlStateError, GfdError) as exc:
-            _LOG.warning("%s: GFD cannot label the node, its labels are left as they are: %s", name, exc)
+            # said once per input: the same inputs do not run GFD again, and a pass comes every few seconds
+            (_LOG.debug if getattr(exc, "repeated", False) else _LOG.warning)(
+                "%s: GFD cannot label the node, its labels are left as they are: %s", name, exc)
             return actions
         annotations = node["metadata"].get("annotations") or {}
         previous = set(filter(None, (annotations.get(GFD_LABELS_ANNOTATION) or "").split(",")))

@@ -96,10 +96,12 @@ def test_a_failing_gfd_raises_with_its_last_lines_once_per_input(fake, monkeypat
     gfd, _runs = fake
     monkeypatch.setenv("FAIL", "1")
     state = nvml_state.node_state("A100-SXM4-80GB", 2, node="n1")
+    repeated = []
     for _attempt in range(2):
-        with pytest.raises(standin.GfdError, match=r"exited 1 and wrote no label; its last lines .*\n.*something broke"):
+        with pytest.raises(standin.GfdError, match=r"exited 1 and wrote no label; its last lines .*\n.*something broke") as info:
             gfd.labels("n1", state)
-    assert gfd.runs == 1
+        repeated.append(info.value.repeated)
+    assert gfd.runs == 1 and repeated == [False, True]  # the stand-in says it once
 
 
 def test_a_missing_binary_is_an_error(tmp_path):
