@@ -14,8 +14,10 @@ its minimal CRD).
   fails with the case named.
 * Our minimal roles/lab_cluster/files/clusterpolicy-crd.yaml is a faithful subset: every property path it declares
   exists in the generated CRD with the same type (a table, printed and given as a warning).
+* build.sh says what it does (a fake `go` first on PATH and a cache of the test's own: nothing compiled): progress
+  lines with a heartbeat, nothing but the path when cached, the log's last lines and nothing installed on a failure.
 
-A cold build of controller-gen takes about two minutes on 2 cores (its progress lines are shown as a warning), the
+A cold build of controller-gen takes one to two minutes on 2 cores (its progress lines are shown as a warning), the
 generation seconds; warm, the build is a lookup.
 """
 from __future__ import annotations
@@ -87,6 +89,62 @@ DIFFERENCES = {
     "ConfigMap name of 64 characters": "collection stricter",
     "default layout all-1g.10gb": "collection laxer",
 }
+
+
+# go as build.sh calls it: `go env GOVERSION`, then `go build ... -o OUT sigs.k8s.io/controller-tools/cmd/controller-gen`;
+# the controller-gen it "builds" writes a one-line CRD into the directory of its output:crd:dir= argument.
+FAKE_GO = """#!/bin/sh
+case "$1" in
+  env) echo go1.26.0 ;;
+  build) sleep SECONDS; [ -z "FAIL" ] || { echo "controller-gen.go:1:1: fake go: compile error" >&2; exit 1; }
+         while [ "$1" != "-o" ]; do shift; done
+         printf '#!/bin/sh\\nfor a; do case "$a" in output:crd:dir=*) d=${a#output:crd:dir=} ;; esac; done\\n' > "$2"
+         printf 'echo "kind: CustomResourceDefinition" > "$d/nvidia.com_clusterpolicies.yaml"\\n' >> "$2"; chmod +x "$2" ;;
+  *) echo "fake go: unexpected $*" >&2; exit 3 ;;
+esac
+"""
+
+
+def _build(cache, env, timeout=120):
+    return subprocess.run([str(BUILD), str(cache)], cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          env=subprocess_env(**env), check=False)
+
+
+def _fake_go(tmp_path, seconds, fail=""):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    go = bin_dir / "go"
+    go.write_text(FAKE_GO.replace("SECONDS", str(seconds)).replace("FAIL", fail))
+    go.chmod(0o755)
+    return {"PATH": "%s:%s" % (bin_dir, subprocess_env()["PATH"]), "GPUSHARE_CLUSTERPOLICY_CRD_HEARTBEAT": "1"}
+
+
+def test_a_cold_build_prints_progress_and_installs_controller_gen_and_the_crd_into_the_cache(tmp_path):
+    cache, env = tmp_path / "cache", _fake_go(tmp_path, 3)
+    proc = _build(cache, env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith("[build clusterpolicy-crd] building controller-gen v0.23.0 ") and "about two minutes" in lines[0], lines
+    assert sum("still compiling (0m0" in line for line in lines) >= 2, proc.stderr
+    assert any(line.startswith("[build clusterpolicy-crd] generating the ClusterPolicy CRD from github.com/NVIDIA/gpu-operator/api/nvidia/v1@v0.0.0-")
+               for line in lines), proc.stderr
+    assert lines[-1].startswith("[build clusterpolicy-crd] installed %s/clusterpolicy-crd-" % cache), lines[-1]
+    path = proc.stdout.strip()
+    assert path.startswith("%s/clusterpolicy-crd-" % cache) and path.endswith("/nvidia.com_clusterpolicies.yaml")
+    assert open(path, encoding="utf-8").read() == "kind: CustomResourceDefinition\n"
+    names = sorted(p.name for p in cache.iterdir())  # the temporary siblings are gone
+    assert [name.rsplit("-", 1)[0] for name in names] == ["clusterpolicy-crd", "controller-gen-v0.23.0", "logs"], names
+    again = _build(cache, env)
+    assert again.returncode == 0 and again.stdout == proc.stdout and again.stderr == ""  # cached: a lookup, silent
+
+
+def test_a_failed_build_shows_the_last_lines_of_its_log_and_installs_nothing(tmp_path):
+    cache = tmp_path / "cache"
+    proc = _build(cache, _fake_go(tmp_path, 0, fail="yes"))
+    assert proc.returncode == 1
+    assert "go build of controller-gen failed after 0m0" in proc.stderr and "fake go: compile error" in proc.stderr, proc.stderr
+    assert proc.stdout == ""
+    assert sorted(p.name for p in cache.iterdir()) == ["logs"]
 
 
 def _table(rows, headers):
