@@ -15,7 +15,8 @@ In order, on one cluster:
    would lets the role pass; after a restart the lab completes;
 7. a wait longer than the play's task cap is not cut (the wait task's own timeout is above it), and prints a progress
    line naming the pending node and its mig.config.state every progress_interval;
-8. API server and stand-in restarts leave no stale advertisement.
+8. API server and stand-in restarts leave no stale advertisement;
+9. on a cluster of its own, the whole lab in operator mode with an H100 node, a B200 node and an H100 MIG node.
 """
 from __future__ import annotations
 
@@ -434,3 +435,31 @@ def test_restarts_leave_no_stale_advertisement(cluster):
     wait_until(lambda: advertised(core, "lab-node-1")[::2] == ({"nvidia.com/gpu": "8"}, A100_80 + "-SHARED"), timeout=30,
                what="lab-node-1 -> 8 and its -SHARED product label after the stand-in's restart")
     assert gpus(core, "lab-node-2") == {"nvidia.com/mig-1g.10gb": "7"} and labels(core, "lab-node-2")[STATE_LABEL] == "success"
+
+
+def test_the_operator_lab_runs_end_to_end_with_h100_and_b200_nodes(tmp_path):
+    """The whole lab in operator mode on a cluster of its own whose nodes hold H100s (lab-node-0, and lab-node-2 as a MIG node)
+    and B200s (lab-node-1): every step passes, so GFD's labels are what the collection predicts for these products, and each
+    node's labels are its GFD output file's (hopper and blackwell, the B200's -SHARED product and 184320 MiB)."""
+    nodes = [{"name": "lab-node-0", "gpus": 2, "config": "default", "product": "NVIDIA-H100-80GB-HBM3"},
+             {"name": "lab-node-1", "gpus": 2, "config": "shared", "product": "NVIDIA-B200-180GB-HBM3e"},
+             {"name": "lab-node-2", "gpus": 2, "mig": {"product": "NVIDIA-H100-80GB-HBM3", "profile": "1g.10gb", "gpus": 1}}]
+    own = OwnCluster(CLUSTER + "-hb")
+    try:
+        core = own.up(gpushare_gpu_operator_standin=True, gpushare_nodes=nodes).core
+        root = tmp_path / "gpushare"
+        proc = playbook("playbooks/lab.yml", own.lab_vars(root, gpushare_nodes=nodes, **OPERATOR))
+        assert proc.returncode == 0, tail(proc)
+        assert (root / "out" / "placement.txt").read_text() == "prod-inference=lab-node-2\nnotebook=lab-node-1\nbatch-train=lab-node-0\n"
+        files = own.kubeconfig.parent / "gpu-operator-standin" / "nodes"
+        for node, allocatable, product, family in (
+                ("lab-node-0", {"nvidia.com/gpu": "2"}, "NVIDIA-H100-80GB-HBM3", "hopper"),
+                ("lab-node-1", {"nvidia.com/gpu": "8"}, "NVIDIA-B200-180GB-HBM3e-SHARED", "blackwell"),
+                ("lab-node-2", {"nvidia.com/mig-1g.10gb": "7"}, "NVIDIA-H100-80GB-HBM3", "hopper")):
+            got = gfd_labels_of(core, node)
+            assert gpus(core, node) == allocatable and got == gfd_file(files / node / "gfd-labels"), node
+            assert (got["nvidia.com/gpu.product"], got["nvidia.com/gpu.family"]) == (product, family) and all(key in got for key in GFD_ONLY), got
+        assert gfd_labels_of(core, "lab-node-1")["nvidia.com/gpu.memory"] == "184320"
+        assert gfd_labels_of(core, "lab-node-2")["nvidia.com/mig-1g.10gb.product"] == "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb"
+    finally:
+        own.down()
