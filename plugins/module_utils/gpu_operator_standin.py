@@ -377,9 +377,10 @@ class StandIn:
         try:
             resources = _op.node_state(name, product, gpu_state, config, strategy, config_name=key)[0]
         except (_op.LayoutError, _dp.ConfigError, _features.FeatureError) as exc:
+            # the device plugin's part only: GFD, a DaemonSet of its own, still labels the node (MIG-INVALID, say)
             _LOG.warning("%s: cannot advertise: %s", name, exc)
-            return actions
-        actions.extend(self._advertise(node, resources))
+        else:
+            actions.extend(self._advertise(node, resources))
         try:
             state = _nvml.node_state(product, gpus, node=name, mig_devices=mig_devices(gpu_state))
             gfd_labels = self._gfd.labels(name, state, dp_data[key] if config is not None else None, policy_strategy)
