@@ -102,7 +102,7 @@ lint: setup
 OUTPUT := $(CURDIR)/tests/output
 MOLECULE_LOG := $(OUTPUT)/molecule.log
 LIVE_LOG := $(OUTPUT)/live-tests.log
-test: cluster helm nvidia
+test: cluster helm nvidia clusterpolicy-crd
 	@mkdir -p $(OUTPUT)
 	@echo "[test] the unit tests while molecule's cluster starts; its output: $(MOLECULE_LOG)"
 	@{ molecule reset && molecule create; } > $(MOLECULE_LOG) 2>&1 & create=$$!; \
