@@ -128,7 +128,7 @@ def test_a_cold_build_prints_progress_and_installs_controller_gen_and_the_crd_in
     assert sum("still compiling (0m0" in line for line in lines) >= 2, proc.stderr
     assert any(line.startswith("[build clusterpolicy-crd] generating the ClusterPolicy CRD from github.com/NVIDIA/gpu-operator/api/nvidia/v1@v0.0.0-")
                for line in lines), proc.stderr
-    assert lines[-1].startswith("[build clusterpolicy-crd] installed %s/clusterpolicy-crd-" % cache), lines[-1]
+    assert lines[-1].startswith("[build clusterpolicy-crd] installed in %s/clusterpolicy-crd-" % cache), lines[-1]
     path = proc.stdout.strip()
     assert path.startswith("%s/clusterpolicy-crd-" % cache) and path.endswith("/nvidia.com_clusterpolicies.yaml")
     assert open(path, encoding="utf-8").read() == "kind: CustomResourceDefinition\n"
