@@ -17,9 +17,14 @@ simulated hardware the lab cluster wrote when it created them (annotations ``gpu
   is read from the ConfigMap the ClusterPolicy names and written, as the ConfigMap holds it, to the node's
   config file; a missing ConfigMap or key leaves the old advertisement and labels in place, as the real
   config manager's crash loop does.
-* device plugin: capacity and allocatable get what :func:`gpu_operator.node_state` computes (our model,
-  until the device-plugin stage of issue 28; through the collection's status writer, every other resource
-  kept); ``nvidia.com/*`` resources it no longer advertises are removed.
+* device plugin: NVIDIA's unmodified ``nvidia-device-plugin`` (:class:`DevicePlugin`), one long-running process
+  per GPU node over our mock ``libnvidia-ml.so.1``, registered with ``device-plugin-kubelet`` (tools/), the
+  kubelet's side of the device-plugin API, which writes the node's capacity and allocatable from the plugin's
+  ``ListAndWatch`` (every other resource kept; an ``nvidia.com/*`` resource no plugin registers is removed after a
+  second). Each node's plugin has its own ``/var/lib/kubelet/device-plugins`` (a user and mount namespace binding
+  the node's directory there). A new config is a SIGHUP (what config-manager sends); a new MIG layout or MIG
+  strategy restarts the plugin (the MIG manager and the operator restart it on a real node). The stand-in
+  computes no count.
 * GFD: NVIDIA's ``gpu-feature-discovery --oneshot`` (:class:`Gfd`) over our mock ``libnvidia-ml.so.1``,
   with the node's NVML state file (:mod:`nvml_state`: its product, GPU count and the MIG layout applied),
   its config file and ``MIG_STRATEGY`` from the ClusterPolicy, as the operator runs it. The stand-in then
@@ -39,7 +44,9 @@ import hashlib
 import json
 import logging
 import os
+import signal
 import subprocess
+import time
 
 try:
     import kubernetes  # noqa: F401 pylint: disable=unused-import
@@ -54,17 +61,17 @@ try:
     from . import gpu_operator as _op
     from . import nvml_state as _nvml
     from .cluster_objects import ApiCallError, Route, api_path, call_json, list_pages
-    from .node_status import MERGE_PATCH, CoreNodeApi, NodeResourcesError, NodeWriteError, apply_node_resources
+    from .node_status import MERGE_PATCH
 except ImportError:  # loaded as plain modules, next to each other
     import device_plugin as _dp  # type: ignore[no-redef]
     import gpu_features as _features  # type: ignore[no-redef]
     import gpu_operator as _op  # type: ignore[no-redef]
     import nvml_state as _nvml  # type: ignore[no-redef]
     from cluster_objects import ApiCallError, Route, api_path, call_json, list_pages  # type: ignore[no-redef]
-    from node_status import MERGE_PATCH, CoreNodeApi, NodeResourcesError, NodeWriteError, apply_node_resources  # type: ignore[no-redef]
+    from node_status import MERGE_PATCH  # type: ignore[no-redef]
 
 
-__all__ = ["GFD_LABELS_ANNOTATION", "Gfd", "GfdError", "StandIn", "gfd_label_patch", "hardware_of", "mig_devices", "parse_gfd_output"]
+__all__ = ["GFD_LABELS_ANNOTATION", "DevicePlugin", "Gfd", "GfdError", "StandIn", "device_plugin_command", "gfd_label_patch", "hardware_of", "mig_devices", "parse_gfd_output"]
 
 REQUEST_TIMEOUT = 10
 # Seconds one GFD run may take (it takes a few hundredths of a second over the mock).
@@ -221,6 +228,166 @@ class Gfd:
         return labels
 
 
+# Where NVIDIA's device plugin creates its sockets and finds the kubelet's (pluginapi.DevicePluginPath: fixed in the
+# plugin); each node's plugin sees the node's own directory there.
+DEVICE_PLUGIN_PATH = "/var/lib/kubelet/device-plugins"
+# Seconds before a plugin that exited is started again (the kubelet's restart back-off starts at 10 s).
+DEVICE_PLUGIN_BACKOFF = 5.0
+# The MPS control program NVIDIA's plugin runs to see that the MPS control daemon is up before it serves an MPS
+# resource (nvidia-cuda-mps-control, a driver program): ours answers as a running daemon does.
+MPS_CONTROL = "nvidia-cuda-mps-control"
+_MPS_CONTROL_SCRIPT = """#!/bin/sh
+# gpushare.k8s lab: stands for the MPS control daemon of this node's simulated GPUs (written by the stand-in).
+cat > /dev/null
+echo 100.0
+"""
+# The driver's files the plugin reads (MIG capability minors), bound over /proc/driver in the plugin's namespace.
+PROC_DRIVER = "/proc/driver"
+# In a new user and mount namespace: a private /var/lib (tmpfs) whose kubelet/device-plugins is the node's directory
+# ($0), the node's driver files ($1) as /proc/driver, then the command. Nothing outside the node's directory is written.
+_NAMESPACE_SCRIPT = ('set -e; mount -t tmpfs gpushare-node /var/lib; mkdir -p %s; mount --bind "$0" %s; mount --bind "$1" %s; shift; exec "$@"'
+                     % (DEVICE_PLUGIN_PATH, DEVICE_PLUGIN_PATH, PROC_DRIVER))
+
+
+def device_plugin_command(plugin, kubelet, node_dir, config_file=None, node=None, kubeconfig=None, once=False):
+    """``argv`` that runs NVIDIA's ``plugin`` registered with ``kubelet`` (device-plugin-kubelet) for one node.
+
+    Both run in a new user and mount namespace where ``/var/lib/kubelet/device-plugins`` is ``<node_dir>/device-plugins``
+    and ``/proc/driver`` is ``<node_dir>/proc-driver`` (:func:`device_plugin_env` writes it).
+    ``once``: the kubelet program prints what the plugin lists and exits (tests); otherwise it writes ``node``'s
+    status through ``kubeconfig`` for as long as its standard input stays open.
+    """
+    sockets = os.path.join(node_dir, "device-plugins")
+    args = ["unshare", "--user", "--map-current-user", "--mount", "sh", "-c", _NAMESPACE_SCRIPT, sockets, os.path.join(node_dir, "proc-driver"),
+            kubelet, "--dir", DEVICE_PLUGIN_PATH]
+    args += ["--once"] if once else ["--node", node, "--kubeconfig", kubeconfig, "--stdin"]
+    args += ["--", plugin]
+    if config_file:
+        args += ["--config-file", config_file]
+    return args
+
+
+def device_plugin_env(mock_dir, node_dir, state_file, gpus, strategy=None, node=None):
+    """The environment of NVIDIA's device plugin for one node: our mock NVML with the node's state, no health checks
+    (the mock has no events), ``MIG_STRATEGY`` when the ClusterPolicy sets it, our MPS control program on ``PATH``.
+
+    Also writes the node's driver files for ``gpus`` GPUs (``<node_dir>/proc-driver/nvidia-caps/mig-minors``).
+    """
+    os.makedirs(os.path.join(node_dir, "device-plugins"), mode=0o700, exist_ok=True)
+    caps = os.path.join(node_dir, "proc-driver", "nvidia-caps")
+    os.makedirs(caps, mode=0o700, exist_ok=True)
+    _write(os.path.join(caps, "mig-minors"), _nvml.mig_minors(gpus))
+    bin_dir = os.path.join(node_dir, "bin")
+    os.makedirs(bin_dir, mode=0o700, exist_ok=True)
+    control = os.path.join(bin_dir, MPS_CONTROL)
+    _write(control, _MPS_CONTROL_SCRIPT)
+    os.chmod(control, 0o700)
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("MIG_STRATEGY", "NVIDIA_VISIBLE_DEVICES", "CONFIG_FILE", "KUBELET_SOCKET")}
+    env.update({"LD_LIBRARY_PATH": mock_dir, _nvml.ENV: state_file, "DP_DISABLE_HEALTHCHECKS": "all",
+                "PATH": bin_dir + os.pathsep + env.get("PATH", "/usr/bin:/bin")})
+    if node:
+        env["NODE_NAME"] = node
+    if strategy:
+        env["MIG_STRATEGY"] = strategy
+    return env
+
+
+class DevicePlugin:
+    """NVIDIA's nvidia-device-plugin, one long-running process per GPU node, and the kubelet side it registers with.
+
+    ``binary`` is ``nvidia-device-plugin`` (tools/nvidia/build.sh), ``kubelet`` ``device-plugin-kubelet``
+    (tools/device-plugin-kubelet/build.sh), ``mock_dir`` the mock NVML's directory, ``state_dir`` the nodes' files
+    (the same as :class:`Gfd`'s: ``<state_dir>/<node>/nvml-state`` and ``config.yaml``, and here ``device-plugins/``,
+    ``bin/`` and ``device-plugin.log``). Each process reads the end of its standard input as the stand-in's end.
+    """
+
+    def __init__(self, binary, kubelet, mock_dir, state_dir, kubeconfig):
+        self.binary = binary
+        self.kubelet = kubelet
+        self.mock_dir = mock_dir
+        self.state_dir = state_dir
+        self.kubeconfig = kubeconfig
+        self.starts = 0
+        self._agents = {}
+
+    def node_dir(self, node):
+        return os.path.join(self.state_dir, node)
+
+    def ensure(self, node, state_entries, config_text=None, strategy=None):
+        """Have ``node``'s plugin run with these inputs; return what was done (for the log).
+
+        A new config alone is a SIGHUP (the plugin reloads it, as config-manager asks); new simulated GPUs (a MIG
+        layout), a new MIG strategy or a config file that appears or goes restart the plugin. A plugin that exited
+        is started again, not sooner than :data:`DEVICE_PLUGIN_BACKOFF` seconds after its last start.
+        """
+        directory = self.node_dir(node)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        state_text = _nvml.render(state_entries, "gpushare.k8s GPU Operator stand-in: the simulated GPUs of node %s" % node)
+        restart_key = (state_text, strategy, config_text is None)
+        agent = self._agents.get(node)
+        if agent is not None and agent["proc"].poll() is None:
+            if agent["restart_key"] == restart_key:
+                if agent["config"] == config_text:
+                    return []
+                _write(os.path.join(directory, "config.yaml"), _text(config_text))
+                agent["proc"].send_signal(signal.SIGHUP)
+                agent["config"] = config_text
+                return ["%s: device plugin reloads its config (SIGHUP)" % node]
+            self._stop(node)
+            reason = "restarted"
+        elif agent is not None:
+            if time.monotonic() - agent["started"] < DEVICE_PLUGIN_BACKOFF and agent["restart_key"] == restart_key and agent["config"] == config_text:
+                return []
+            reason = "started again (it exited %s; its log: %s)" % (agent["proc"].returncode, os.path.join(directory, "device-plugin.log"))
+        else:
+            reason = "started"
+        state = os.path.join(directory, "nvml-state")
+        _write(state, state_text)
+        config = os.path.join(directory, "config.yaml")
+        if config_text is not None:
+            _write(config, _text(config_text))
+        argv = device_plugin_command(self.binary, self.kubelet, directory, config if config_text is not None else None,
+                                     node=node, kubeconfig=self.kubeconfig)
+        env = device_plugin_env(self.mock_dir, directory, state, _nvml.device_count(state_entries), strategy, node)
+        with open(os.path.join(directory, "device-plugin.log"), "ab") as log:
+            log.write(("\n$ %s (%s)\n" % (" ".join(argv[9:]), reason)).encode("utf-8"))
+            log.flush()
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env)  # pylint: disable=consider-using-with
+        self.starts += 1
+        self._agents[node] = {"proc": proc, "restart_key": restart_key, "config": config_text, "started": time.monotonic()}
+        return ["%s: device plugin %s" % (node, reason)]
+
+    def _stop(self, node):
+        agent = self._agents.pop(node, None)
+        if agent is None:
+            return
+        proc = agent["proc"]
+        if proc.poll() is None:
+            proc.stdin.close()  # device-plugin-kubelet stops the plugin and itself
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        elif proc.stdin:
+            proc.stdin.close()
+
+    def keep_only(self, nodes):
+        """Stop the plugins of nodes not in ``nodes`` (deleted, or no ClusterPolicy any more); return what was done."""
+        gone = sorted(set(self._agents) - set(nodes))
+        for node in gone:
+            self._stop(node)
+        return ["%s: device plugin stopped" % node for node in gone]
+
+    def close(self):
+        self.keep_only(())
+
+
+def _text(text):
+    return text if text.endswith("\n") else text + "\n"
+
+
 def _write(path, text):
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as handle:
@@ -231,11 +398,12 @@ def _write(path, text):
 class StandIn:
     """The reconcile pass. ``reconcile()`` returns a list of what it changed (for the log)."""
 
-    def __init__(self, api_client, namespace, gfd=None, timeout=REQUEST_TIMEOUT):
-        """``gfd`` is the :class:`Gfd` that labels the nodes; without it only the readers work (gpu_operator_wait uses them)."""
+    def __init__(self, api_client, namespace, gfd=None, timeout=REQUEST_TIMEOUT, device_plugin=None):
+        """``gfd`` is the :class:`Gfd` that labels the nodes and ``device_plugin`` the :class:`DevicePlugin` that advertises
+        their GPUs; without them only the readers work (gpu_operator_wait uses them)."""
         self._api_client = api_client
         self._gfd = gfd
-        self._nodes = CoreNodeApi(api_client, request_timeout=timeout)
+        self._device_plugin = device_plugin
         self._namespace = namespace
         self._timeout = timeout
 
@@ -280,23 +448,25 @@ class StandIn:
     # -- the pass ------------------------------------------------------------
 
     def reconcile(self):
-        if self._gfd is None:
-            raise ValueError("StandIn.reconcile needs the Gfd that labels the nodes")
+        if self._gfd is None or self._device_plugin is None:
+            raise ValueError("StandIn.reconcile needs the Gfd that labels the nodes and the DevicePlugin that advertises their GPUs")
         policy = self.cluster_policy()
-        if policy is None:
-            return []
+        if policy is None:  # no operator: no operand runs
+            return self._device_plugin.keep_only(())
         spec = policy.get("spec") or {}
         dp_config = (spec.get("devicePlugin") or {}).get("config") or {}
         mm_config = (spec.get("migManager") or {}).get("config") or {}
         dp_data = self.configmap_data(dp_config.get("name"))
         mm_data = self.configmap_data(mm_config.get("name"))
         actions = []
+        gpu_nodes = []
         for node in list_pages(Route(self._api_client, "GET", api_path("v1", "nodes")), timeout=self._timeout):
             hardware = hardware_of(node)
             if hardware is None:
                 continue
+            gpu_nodes.append(node["metadata"]["name"])
             actions.extend(self._reconcile_node(node, hardware, spec, dp_config, dp_data, mm_config, mm_data))
-        return actions
+        return actions + self._device_plugin.keep_only(gpu_nodes)
 
     def _mig_manager(self, node, hardware, mm_config, mm_data):
         """Apply the node's requested layout; return ``(gpu_state, actions)``."""
@@ -373,18 +543,16 @@ class StandIn:
                 _LOG.warning("%s: config %s is invalid, keeping the old advertisement: %s", name, key, exc)
                 return actions
         policy_strategy = (spec.get("mig") or {}).get("strategy")
-        strategy = policy_strategy or ((config or {}).get("flags") or {}).get("migStrategy") or "none"
-        try:
-            resources = _op.node_state(name, product, gpu_state, config, strategy, config_name=key)[0]
-        except (_op.LayoutError, _dp.ConfigError, _features.FeatureError) as exc:
-            # the device plugin's part only: GFD, a DaemonSet of its own, still labels the node (MIG-INVALID, say)
-            _LOG.warning("%s: cannot advertise: %s", name, exc)
-        else:
-            actions.extend(self._advertise(node, resources))
+        config_text = dp_data[key] if config is not None else None
         try:
             state = _nvml.node_state(product, gpus, node=name, mig_devices=mig_devices(gpu_state))
-            gfd_labels = self._gfd.labels(name, state, dp_data[key] if config is not None else None, policy_strategy)
-        except (_nvml.NvmlStateError, GfdError) as exc:
+        except _nvml.NvmlStateError as exc:
+            _LOG.warning("%s: the simulated GPUs cannot be described to NVIDIA's binaries: %s", name, exc)
+            return actions
+        actions.extend(self._device_plugin.ensure(name, state, config_text, policy_strategy))
+        try:
+            gfd_labels = self._gfd.labels(name, state, config_text, policy_strategy)
+        except GfdError as exc:
             # said once per input: the same inputs do not run GFD again, and a pass comes every few seconds
             (_LOG.debug if getattr(exc, "repeated", False) else _LOG.warning)(
                 "%s: GFD cannot label the node, its labels are left as they are: %s", name, exc)
@@ -397,22 +565,4 @@ class StandIn:
             self._patch_metadata(name, labels=patch, annotations={GFD_LABELS_ANNOTATION: names})
         if patch:
             actions.append("%s: GFD labels %s" % (name, ", ".join(sorted(patch))))
-        return actions
-
-    def _advertise(self, node, resources):
-        name = node["metadata"]["name"]
-        status = node.get("status") or {}
-        stale = sorted({key for field in ("capacity", "allocatable") for key in (status.get(field) or {})
-                        if key.startswith("nvidia.com/") and key not in resources})
-        actions = []
-        try:
-            if resources:
-                results = apply_node_resources(self._nodes, resources, names=[name])
-                if any(result["changed"] for result in results):
-                    actions.append("%s: advertises %s" % (name, json.dumps(resources, sort_keys=True)))
-            if stale:
-                apply_node_resources(self._nodes, stale, state="absent", names=[name])
-                actions.append("%s: no longer advertises %s" % (name, ", ".join(stale)))
-        except (NodeResourcesError, NodeWriteError) as exc:
-            raise ApiCallError(None, "cannot write the status of %s: %s" % (name, exc)) from None
         return actions

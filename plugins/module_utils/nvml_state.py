@@ -42,6 +42,8 @@ __all__ = [
     "ENV",
     "FORMAT",
     "NvmlStateError",
+    "device_count",
+    "mig_minors",
     "node_state",
     "parse",
     "place",
@@ -210,6 +212,34 @@ def node_state(product, gpus, node="node", mig_enabled=False, mig_devices=None):
         if has_mig:
             entries.extend(_mig_entries(canonical, index, node, (mig_devices[index] or ()) if mig_devices else (), "mig_devices[%d]" % index))
     return entries
+
+
+# The driver's MIG capability minors (/proc/driver/nvidia-caps/mig-minors): after config and monitor, each GPU has 15
+# GPU-instance slots of 9 minors each (the GI's access, then its 8 compute instances'), numbered from 3.
+_GI_SLOTS = 15
+_CI_SLOTS = 8
+
+
+def device_count(entries):
+    """The number of GPUs a :func:`node_state` list describes."""
+    return int(dict(entries).get("device_count", 0))
+
+
+def mig_minors(gpus):
+    """The text of ``/proc/driver/nvidia-caps/mig-minors`` for ``gpus`` GPUs, as NVIDIA's driver lays it out.
+
+    NVIDIA's device plugin maps each MIG device's GPU and compute instance to its capability device from this file.
+    """
+    lines = ["config 1", "monitor 2"]
+    minor = 3
+    for gpu in range(gpus):
+        for gi in range(_GI_SLOTS):
+            lines.append("gpu%d/gi%d/access %d" % (gpu, gi, minor))
+            minor += 1
+            for ci in range(_CI_SLOTS):
+                lines.append("gpu%d/gi%d/ci%d/access %d" % (gpu, gi, ci, minor))
+                minor += 1
+    return "\n".join(lines) + "\n"
 
 
 def render(entries, comment=None):

@@ -1,16 +1,22 @@
-// Pins NVIDIA's k8s-device-plugin for the differential test of the GFD-label model
-// (tests/integration/test_nvidia_gfd.py): build.sh builds its unmodified gpu-feature-discovery command at this
-// version into the user's cache; not part of the collection's artifact.
+// Pins NVIDIA's k8s-device-plugin: build.sh builds its unmodified gpu-feature-discovery and nvidia-device-plugin
+// commands at this version into the user's cache, for the differential tests of the model
+// (tests/integration/test_nvidia_gfd.py, test_nvidia_device_plugin.py) and the operator lab's nodes; not part of the
+// collection's artifact.
 module gpushare.k8s/tools/nvidia
 
 go 1.26.0
 
-tool github.com/NVIDIA/k8s-device-plugin/cmd/gpu-feature-discovery
+tool (
+	github.com/NVIDIA/k8s-device-plugin/cmd/gpu-feature-discovery
+	github.com/NVIDIA/k8s-device-plugin/cmd/nvidia-device-plugin
+)
 
 require (
+	github.com/NVIDIA/go-gpuallocator v0.6.0 // indirect
 	github.com/NVIDIA/go-nvlib v0.8.1 // indirect
 	github.com/NVIDIA/go-nvml v0.13.0-1 // indirect
 	github.com/NVIDIA/k8s-device-plugin v0.18.0 // indirect
+	github.com/NVIDIA/nvidia-container-toolkit v1.18.0 // indirect
 	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.11.3 // indirect
@@ -35,8 +41,11 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/opencontainers/runtime-spec v1.2.1 // indirect
 	github.com/opencontainers/runtime-tools v0.9.1-0.20221107090550-2e043c6bd626 // indirect
+	github.com/opencontainers/selinux v1.12.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
+	github.com/prometheus/procfs v0.17.0 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
+	github.com/sirupsen/logrus v1.9.3 // indirect
 	github.com/spf13/pflag v1.0.5 // indirect
 	github.com/syndtr/gocapability v0.0.0-20200815063812-42c35b437635 // indirect
 	github.com/urfave/cli/v2 v2.27.7 // indirect
@@ -49,6 +58,8 @@ require (
 	golang.org/x/term v0.30.0 // indirect
 	golang.org/x/text v0.23.0 // indirect
 	golang.org/x/time v0.8.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20241015192408-796eee8c2d53 // indirect
+	google.golang.org/grpc v1.69.0 // indirect
 	google.golang.org/protobuf v1.35.1 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.12.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
@@ -58,6 +69,7 @@ require (
 	k8s.io/client-go v0.32.3 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/kube-openapi v0.0.0-20241105132330-32ad38e42d3f // indirect
+	k8s.io/kubelet v0.32.3 // indirect
 	k8s.io/utils v0.0.0-20241104100929-3ea5e8cea738 // indirect
 	sigs.k8s.io/json v0.0.0-20241010143419-9aa6b5e7a4b3 // indirect
 	sigs.k8s.io/node-feature-discovery v0.17.3 // indirect

@@ -7,9 +7,11 @@
 Watches Nodes, the ConfigMaps of the operator namespace and ClusterPolicies; every event (and every
 ``--resync`` seconds, and after any watch or API error) triggers one reconcile pass of
 ``plugins/module_utils/gpu_operator_standin.py``, which holds all the logic. It runs NVIDIA's
-gpu-feature-discovery (``--gfd``) over our mock NVML library (``--nvml-mock``, its directory) for each GPU
+gpu-feature-discovery (``--gfd``) and keeps NVIDIA's device plugin (``--device-plugin``, registered with
+``--device-plugin-kubelet``) running over our mock NVML library (``--nvml-mock``, its directory) for each GPU
 node, with that node's files under ``--state-dir`` (the lab_cluster role gives the cluster's own
-directory). Logs go to standard output, which kwokctl writes to the cluster's ``logs/gpu-operator-standin.log``.
+directory). Logs go to standard output, which kwokctl writes to the cluster's ``logs/gpu-operator-standin.log``;
+each node's device plugin logs to ``<state-dir>/<node>/device-plugin.log``. The plugins stop with the stand-in.
 """
 
 from __future__ import annotations
@@ -78,8 +80,9 @@ def main(argv=None):
     parser.add_argument("--kubeconfig", required=True, help="the lab cluster's kubeconfig")
     parser.add_argument("--namespace", default="gpu-operator", help="the operator's namespace (ConfigMaps named by the ClusterPolicy)")
     parser.add_argument("--resync", type=float, default=10.0, help="seconds between full passes without events")
-    parser.add_argument("--once", action="store_true", help="run one pass and exit")
     parser.add_argument("--gfd", required=True, help="NVIDIA's gpu-feature-discovery binary (tools/nvidia/build.sh)")
+    parser.add_argument("--device-plugin", required=True, help="NVIDIA's nvidia-device-plugin binary (tools/nvidia/build.sh)")
+    parser.add_argument("--device-plugin-kubelet", required=True, help="the kubelet side it registers with (tools/device-plugin-kubelet/build.sh)")
     parser.add_argument("--nvml-mock", required=True, help="the directory of our mock libnvidia-ml.so.1 (tools/nvml-mock/build.sh)")
     parser.add_argument("--state-dir", required=True, help="where each node's NVML state, config and GFD output files go")
     args = parser.parse_args(argv)
@@ -87,13 +90,14 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s %(message)s")
     log = logging.getLogger("gpu-operator-standin")
     missing = [path for path, ok in ((args.gfd, os.access(args.gfd, os.X_OK)),
+                                     (args.device_plugin, os.access(args.device_plugin, os.X_OK)),
+                                     (args.device_plugin_kubelet, os.access(args.device_plugin_kubelet, os.X_OK)),
                                      (os.path.join(args.nvml_mock, "libnvidia-ml.so.1"), os.path.isfile(os.path.join(args.nvml_mock, "libnvidia-ml.so.1"))))
                if not ok]
-    if missing:  # the lab_cluster role builds both before it starts the cluster
+    if missing:  # the lab_cluster role builds them before it starts the cluster
         log.error("cannot start: %s missing; run the lab_cluster role (make cluster-operator) to build them", ", ".join(missing))
         return 2
     standin_mod, auth = _module_utils()
-    from kubernetes import client as k8s_client
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_args: stop.set())
@@ -109,13 +113,20 @@ def main(argv=None):
     if api_client is None:
         return 0
     gfd = standin_mod.Gfd(os.path.abspath(args.gfd), os.path.abspath(args.nvml_mock), os.path.abspath(args.state_dir))
-    standin = standin_mod.StandIn(api_client, args.namespace, gfd)
-    log.info("started: namespace %s, kubeconfig %s, gpu-feature-discovery %s over the NVML mock in %s, node files in %s",
-             args.namespace, args.kubeconfig, gfd.binary, gfd.mock_dir, gfd.state_dir)
-    if args.once:
-        for action in standin.reconcile():
-            log.info("%s", action)
-        return 0
+    plugins = standin_mod.DevicePlugin(os.path.abspath(args.device_plugin), os.path.abspath(args.device_plugin_kubelet),
+                                       os.path.abspath(args.nvml_mock), os.path.abspath(args.state_dir), os.path.abspath(args.kubeconfig))
+    standin = standin_mod.StandIn(api_client, args.namespace, gfd, device_plugin=plugins)
+    log.info("started: namespace %s, kubeconfig %s, gpu-feature-discovery %s and nvidia-device-plugin %s over the NVML mock in %s, "
+             "node files in %s", args.namespace, args.kubeconfig, gfd.binary, plugins.binary, gfd.mock_dir, gfd.state_dir)
+    try:
+        return _loop(args, standin, api_client, stop, log)
+    finally:
+        plugins.close()
+
+
+def _loop(args, standin, api_client, stop, log):
+    """Reconcile on every event (and every ``--resync`` seconds) until ``stop``."""
+    from kubernetes import client as k8s_client
 
     trigger = threading.Event()
     trigger.set()
