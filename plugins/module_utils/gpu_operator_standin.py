@@ -236,6 +236,7 @@ DEVICE_PLUGIN_BACKOFF = 5.0
 # The MPS control program NVIDIA's plugin runs to see that the MPS control daemon is up before it serves an MPS
 # resource (nvidia-cuda-mps-control, a driver program): ours answers as a running daemon does.
 MPS_CONTROL = "nvidia-cuda-mps-control"
+MPS_ROOT = "/run/nvidia/mps"
 _MPS_CONTROL_SCRIPT = """#!/bin/sh
 # gpushare.k8s lab: stands for the MPS control daemon of this node's simulated GPUs (written by the stand-in).
 cat > /dev/null
@@ -284,7 +285,9 @@ def device_plugin_env(mock_dir, node_dir, state_file, gpus, strategy=None, node=
     os.chmod(control, 0o700)
     env = {key: value for key, value in os.environ.items()
            if key not in ("MIG_STRATEGY", "NVIDIA_VISIBLE_DEVICES", "CONFIG_FILE", "KUBELET_SOCKET")}
-    env.update({"LD_LIBRARY_PATH": mock_dir, _nvml.ENV: state_file, "DP_DISABLE_HEALTHCHECKS": "all",
+    # MPS_ROOT: where the operator's DaemonSet tells the plugin the MPS control daemon keeps its files (the plugin refuses
+    # an MPS config without it)
+    env.update({"LD_LIBRARY_PATH": mock_dir, _nvml.ENV: state_file, "DP_DISABLE_HEALTHCHECKS": "all", "MPS_ROOT": MPS_ROOT,
                 "PATH": bin_dir + os.pathsep + env.get("PATH", "/usr/bin:/bin")})
     if node:
         env["NODE_NAME"] = node

@@ -233,22 +233,33 @@ def test_each_gpu_nodes_labels_are_what_nvidias_gfd_writes(cluster, gfd_tools, t
 
 @pytest.mark.parametrize("product, family", [("NVIDIA-H100-80GB-HBM3", "hopper"), ("NVIDIA-B200-180GB-HBM3e", "blackwell")])
 def test_h100_and_b200_nodes_are_labelled_by_gfd_as_the_role_predicts(cluster, gfd_tools, tmp_path, product, family):
-    """A node with two H100 (B200) GPUs: the node_sharing role in operator mode (config mps) passes, so the labels NVIDIA's
-    GFD wrote for it are the ones the collection's model predicts, and they are GFD's own (run here again)."""
+    """A node with two H100 (B200) GPUs. Under the ClusterPolicy's mixed MIG strategy NVIDIA's device plugin refuses MPS,
+    so the node_sharing role refuses config mps before it labels the node. With config shared the role passes: the node
+    advertises what NVIDIA's device plugin registered (2 x 4 slices), and its labels are the ones the collection's model
+    predicts and NVIDIA's GFD writes (run here again)."""
     core = cluster.core
     name = "it-" + family
     core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {
         "name": name, "annotations": {"kwok.x-k8s.io/node": "fake", "gpushare.k8s/gpus": "2", "gpushare.k8s/gpu-product": product},
         "labels": {"kubernetes.io/hostname": name, "type": "kwok"}}})
-    try:
-        proc = playbook("tests/integration/playbooks/role.yml", {
+
+    def node_sharing(config):
+        return playbook("tests/integration/playbooks/role.yml", {
             "gpushare_kubeconfig": str(cluster.kubeconfig), "it_role": "gpushare.k8s.node_sharing", "node_sharing_mode": "operator",
-            "node_sharing_nodes": [{"name": name, "gpus": 2, "product": product, "config": "mps"}],
+            "node_sharing_nodes": [{"name": name, "gpus": 2, "product": product, "config": config}],
             "node_sharing_configs": LAB_VARS["gpushare_device_plugin_configs"], "node_sharing_configmap_namespace": NS,
             "node_sharing_operator": {"timeout": 30}})
-        assert proc.returncode == 0, tail(proc)
+
+    try:
         spec = client.CustomObjectsApi(core.api_client).get_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "cluster-policy")["spec"]
-        config = core.read_namespaced_config_map(spec["devicePlugin"]["config"]["name"], NS).data["mps"]
+        assert spec["mig"]["strategy"] == "mixed"
+        refused = node_sharing("mps")
+        assert refused.returncode != 0
+        assert "%s.config" % name in refused.stdout and "refuses MPS under the mixed MIG strategy" in refused.stdout, tail(refused)
+        assert CONFIG_LABEL not in labels(core, name)  # nothing was written
+        proc = node_sharing("shared")
+        assert proc.returncode == 0, tail(proc)
+        config = core.read_namespaced_config_map(spec["devicePlugin"]["config"]["name"], NS).data["shared"]
         gfd, mock = gfd_tools
         state, out, config_file = tmp_path / "nvml-state", tmp_path / "labels", tmp_path / "config.yaml"
         nvml_state.write(str(state), nvml_state.node_state(product, 2, node=name))
@@ -260,7 +271,7 @@ def test_h100_and_b200_nodes_are_labelled_by_gfd_as_the_role_predicts(cluster, g
         want = gfd_file(out)
         assert gfd_labels_of(core, name) == want
         assert want["nvidia.com/gpu.product"] == product + "-SHARED" and want["nvidia.com/gpu.family"] == family, want
-        assert want["nvidia.com/mps.capable"] == "true" and all(key in want for key in GFD_ONLY), want
+        assert want["nvidia.com/gpu.sharing-strategy"] == "time-slicing" and all(key in want for key in GFD_ONLY), want
         assert gpus(core, name) == {"nvidia.com/gpu": "8"}
     finally:
         core.delete_node(name)
