@@ -452,9 +452,13 @@ def _check_list(spec, value, path):
 
 
 def advertised_name(resource, rename_by_default=False):
-    """The name a replicated resource is advertised under: ``rename``, else ``<name>.shared`` when renamed by default, else ``name``."""
-    if resource.get("rename"):
-        return resource["rename"]
+    """The name a replicated resource is advertised under: ``<name>.shared`` when renamed by default, else ``name``.
+
+    A resource's own ``rename`` is not used: NVIDIA's device plugin (and GFD) v0.18.0 drop it before anything is
+    advertised (``DisableResourceNamingInConfig``: "Setting the 'rename' field ... is not yet supported in the config.
+    Ignoring..."), so slices renamed that way are still advertised as ``name``; tests/integration/test_nvidia_device_plugin.py
+    holds this to the plugin.
+    """
     if rename_by_default:
         return resource["name"] + SHARED_SUFFIX
     return resource["name"]
@@ -463,7 +467,8 @@ def advertised_name(resource, rename_by_default=False):
 def shared_names(configs):
     """The resource names any of ``configs`` (config name -> config) advertises as shares of a GPU, sorted.
 
-    Time-slicing and MPS alike: ``rename``, ``<name>.shared`` with ``renameByDefault``, else ``name``. A Pod asking for
+    Time-slicing and MPS alike: ``<name>.shared`` with ``renameByDefault``, else ``name`` (a resource's own
+    ``rename`` is ignored, as the plugin ignores it: :func:`advertised_name`). A Pod asking for
     more than one of these asks for several slices of shared GPUs.
     """
     names = set()
@@ -519,7 +524,7 @@ def _check_sharing(config):
                     "use at most %d replicas" % MPS_MAX_CLIENTS,
                 )
         shown = advertised_name(resource, block.get("renameByDefault", False))
-        field = "rename" if resource.get("rename") else "name"
+        field = "name"
         split_resource_name(shown, "%s.%s" % (path, field), field)
         if shown in advertised:
             raise ConfigError(
@@ -625,8 +630,9 @@ def sharing_of(config):
 def advertised_resources(config, gpus):
     """What a node with ``gpus`` physical GPUs labelled with ``config`` advertises, as ``{resource: count}``.
 
-    No sharing: ``{"nvidia.com/gpu": gpus}``. A replicated resource is advertised as ``rename``,
-    ``<name>.shared`` (``renameByDefault``) or ``name``, with ``gpus * replicas`` slots.
+    No sharing: ``{"nvidia.com/gpu": gpus}``. A replicated resource is advertised as ``<name>.shared``
+    (``renameByDefault``) or ``name``, with ``gpus * replicas`` slots; a resource's own ``rename`` is ignored, as
+    NVIDIA's plugin v0.18.0 ignores it (:func:`advertised_name`).
     """
     if not _is_int(gpus) or gpus < 0:
         raise ConfigError("gpus", "must be a non-negative integer, got %s" % _show(gpus), "give the number of physical GPUs on the node, e.g. 2")

@@ -109,8 +109,8 @@ def time_sliced_resources(configs, require_fail_requests=True):
 
     Only ``sharing.timeSlicing`` configs count (MPS and unshared configs are left out), and, unless
     ``require_fail_requests`` is false, only those with ``failRequestsGreaterThanOne: true`` (the ones whose
-    multi-slice requests the kubelet refuses). Names are the advertised ones (``rename``, ``<name>.shared`` with
-    ``renameByDefault``, else ``name``), sorted.
+    multi-slice requests the kubelet refuses). Names are the advertised ones (``<name>.shared`` with
+    ``renameByDefault``, else ``name``; a resource's own ``rename`` is ignored, as the plugin ignores it), sorted.
     """
     result = {}
     for name, advertised, _renamed in _sliced_entries(configs, require_fail_requests):

@@ -410,16 +410,6 @@ BAD_CONFIGS = [
         id="duplicate-resource",
     ),
     pytest.param(
-        {
-            "version": "v1",
-            "sharing": {"timeSlicing": {"resources": [{"name": "gpu", "replicas": 2, "rename": "x"}, {"name": "mig-1g.10gb", "replicas": 4, "rename": "x"}]}},
-        },
-        "sharing.timeSlicing.resources[1].rename",
-        "shared: sharing.timeSlicing.resources[1].rename: advertised name nvidia.com/x is already used by resources[0]. "
-        "Fix: give each shared resource its own name",
-        id="advertised-name-collision",
-    ),
-    pytest.param(
         {"version": "v1", "flags": {"migStrategy": "mixed"}, "sharing": MPS["sharing"]},
         "sharing.mps",
         "shared: sharing.mps: MPS is not supported with flags.migStrategy: mixed (upstream fails at run time). "
@@ -536,12 +526,13 @@ def test_sharing_of():
             {"nvidia.com/gpu.shared": 8},
             id="renameByDefault",
         ),
-        pytest.param(time_slicing(rename="gpu-ts", replicas=3), 2, {"nvidia.com/gpu-ts": 6}, id="rename"),
+        # NVIDIA's plugin v0.18.0 ignores a resource's own rename (tests/integration/test_nvidia_device_plugin.py)
+        pytest.param(time_slicing(rename="gpu-ts", replicas=3), 2, {"nvidia.com/gpu": 6}, id="rename-ignored"),
         pytest.param(
             {"version": "v1", "sharing": {"timeSlicing": {"renameByDefault": True, "resources": [{"name": "gpu", "replicas": 2, "rename": "x"}]}}},
             1,
-            {"nvidia.com/x": 2},
-            id="rename-beats-renameByDefault",
+            {"nvidia.com/gpu.shared": 2},
+            id="renameByDefault-beats-rename",
         ),
     ],
 )
@@ -596,5 +587,12 @@ def test_shared_names_lists_every_name_advertised_as_shares():
         "renamed": sharing("timeSlicing", [{"name": "nvidia.com/gpu", "replicas": 2}], rename_by_default=True),
         "mps": sharing("mps", [{"name": "nvidia.com/gpu", "replicas": 4, "rename": "nvidia.com/gpu.mps"}]),
     }
-    assert shared_names(configs) == ["nvidia.com/gpu", "nvidia.com/gpu.mps", "nvidia.com/gpu.shared"]
+    assert shared_names(configs) == ["nvidia.com/gpu", "nvidia.com/gpu.shared"]  # the plugin ignores mps's own rename
     assert shared_names({"default": {"version": "v1"}}) == []
+
+
+def test_a_resources_own_rename_is_not_an_advertised_name():
+    """Two resources with one ``rename`` do not collide: NVIDIA's plugin v0.18.0 ignores ``rename`` and advertises ``name``."""
+    config = {"version": "v1", "sharing": {"timeSlicing": {"resources": [
+        {"name": "gpu", "replicas": 2, "rename": "x"}, {"name": "mig-1g.10gb", "replicas": 4, "rename": "x"}]}}}
+    assert shared_names({"shared": config}) == ["nvidia.com/gpu", "nvidia.com/mig-1g.10gb"]

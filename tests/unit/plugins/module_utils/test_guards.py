@@ -57,7 +57,7 @@ def test_lab_configs():
     [
         (sliced(), ["nvidia.com/gpu"]),
         (sliced(rename_by_default=True), ["nvidia.com/gpu.shared"]),
-        (sliced(rename="nvidia.com/gpu-sliced"), ["nvidia.com/gpu-sliced"]),
+        (sliced(rename="nvidia.com/gpu-sliced"), ["nvidia.com/gpu"]),  # NVIDIA's plugin v0.18.0 ignores rename
         (sliced(name="gpu"), ["nvidia.com/gpu"]),  # prefix added, as upstream
         (sliced(name="nvidia.com/mig-1g.10gb"), ["nvidia.com/mig-1g.10gb"]),
     ],
