@@ -240,8 +240,9 @@ def node_state(name, product, gpu_state, config=None, strategy="mixed", config_n
     ``config`` is the selected device-plugin config (a mapping; ``None`` for the plugin's defaults),
     ``strategy`` the MIG strategy the plugin runs with. Mixed: MIG-enabled GPUs advertise
     ``nvidia.com/mig-<profile>`` per instance and nothing without instances; the others advertise
-    ``nvidia.com/gpu`` as the config shares it. Single: every GPU MIG-enabled with one profile,
-    advertised as ``nvidia.com/gpu``. None: MIG is ignored, every GPU is ``nvidia.com/gpu``.
+    ``nvidia.com/gpu`` as the config shares it. Single: every GPU MIG-enabled with one profile, each
+    MIG device advertised as one ``nvidia.com/gpu``, shared as the config shares ``nvidia.com/gpu`` (time-slicing
+    replicas, ``.shared`` with ``renameByDefault``). None: MIG is ignored, every GPU is ``nvidia.com/gpu``.
     Raises :class:`LayoutError` for a state the strategy cannot advertise (upstream: ``MIG-INVALID``).
     """
     if strategy not in STRATEGIES:
@@ -255,7 +256,8 @@ def node_state(name, product, gpu_state, config=None, strategy="mixed", config_n
         profiles = {profile for gpu in mig_gpus for profile in gpu["devices"]}
         if plain or len(profiles) != 1 or any(not gpu["devices"] for gpu in mig_gpus):
             raise LayoutError("single strategy needs every GPU MIG-enabled with the same one profile (upstream labels the product MIG-INVALID)")
-        resources[_dp.DEFAULT_RESOURCE] = sum(count for gpu in mig_gpus for count in gpu["devices"].values())
+        # the MIG devices are nvidia.com/gpu, shared as the config shares nvidia.com/gpu (NVIDIA's plugin v0.18.0)
+        resources.update(_dp.advertised_resources(config, sum(count for gpu in mig_gpus for count in gpu["devices"].values())))
     else:
         if plain:
             resources.update(_dp.advertised_resources(config, plain))

@@ -86,6 +86,16 @@ def test_strategies():
         op.node_state("n", A100_80, half, None, "single")
 
 
+def test_single_strategy_shares_the_mig_devices_as_the_config_shares_nvidia_com_gpu():
+    """NVIDIA's plugin v0.18.0: under single, each MIG device is one nvidia.com/gpu, time-sliced like a GPU
+    (tests/integration/test_nvidia_device_plugin.py)."""
+    state = op.apply_layout(A100_80, 2, [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}])
+    sliced = {"version": "v1", "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}}
+    assert op.node_state("n", A100_80, state, sliced, "single")[0] == {"nvidia.com/gpu": 28}
+    sliced["sharing"]["timeSlicing"]["renameByDefault"] = True
+    assert op.node_state("n", A100_80, state, sliced, "single")[0] == {"nvidia.com/gpu.shared": 28}
+
+
 def test_cluster_policy_patch_and_bad_input():
     patch = op.cluster_policy_patch("device-plugin-configs", "default", "mixed", "gpushare-mig-parted-config")
     assert patch == {"spec": {
