@@ -71,7 +71,8 @@ except ImportError:  # loaded as plain modules, next to each other
     from node_status import MERGE_PATCH  # type: ignore[no-redef]
 
 
-__all__ = ["GFD_LABELS_ANNOTATION", "DevicePlugin", "Gfd", "GfdError", "StandIn", "device_plugin_command", "gfd_label_patch", "hardware_of", "mig_devices", "parse_gfd_output"]
+__all__ = ["GFD_LABELS_ANNOTATION", "DevicePlugin", "Gfd", "GfdError", "StandIn", "device_plugin_command", "device_plugin_env", "gfd_label_patch",
+           "hardware_of", "mig_devices", "parse_gfd_output"]
 
 REQUEST_TIMEOUT = 10
 # Seconds one GFD run may take (it takes a few hundredths of a second over the mock).
