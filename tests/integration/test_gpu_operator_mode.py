@@ -30,8 +30,8 @@ import pytest
 from kubernetes import client
 
 from conftest import REPO, subprocess_env
+from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_operator_standin as standin, nvml_state
 from reliability import LAB_VARS, Background, OwnCluster, output, playbook, recap, snapshot, tail, wait_until
-from ansible_collections.gpushare.k8s.plugins.module_utils import nvml_state
 
 pytestmark = pytest.mark.slow
 
@@ -229,6 +229,49 @@ def test_each_gpu_nodes_labels_are_what_nvidias_gfd_writes(cluster, gfd_tools, t
         relabel(core, "lab-node-0", "default")
     wait_until(lambda: labels(core, "lab-node-0").get("nvidia.com/mps.capable") == "false", timeout=10, what="lab-node-0 back to mps.capable=false")
     assert "nvidia.com/gpu.replicas" in gfd_labels_of(core, "lab-node-0")
+
+
+@pytest.fixture(scope="module")
+def device_plugin_tools():
+    """(NVIDIA's nvidia-device-plugin, device-plugin-kubelet, the mock's directory): the builds the role made, from the cache."""
+    paths = []
+    for script in ("tools/nvidia/build.sh", "tools/device-plugin-kubelet/build.sh", "tools/nvml-mock/build.sh"):
+        proc = subprocess.run([str(REPO / script)], capture_output=True, text=True, timeout=1500, env=subprocess_env(), check=False)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        paths.append(Path(proc.stdout.strip()))
+    return paths[0] / "nvidia-device-plugin", paths[1], paths[2]
+
+
+def test_each_gpu_nodes_allocatable_is_what_nvidias_device_plugin_registered(cluster, device_plugin_tools, tmp_path):
+    """On the operator lab (after the lab ran), each GPU node's nvidia.com/* capacity and allocatable are what NVIDIA's device
+    plugin lists when run here once more over that node's own NVML state and config file, with the ClusterPolicy's strategy:
+    the stand-in's long-running plugin wrote them, the stand-in computed none."""
+    plugin, kubelet, mock = device_plugin_tools
+    core = cluster.core
+    spec = client.CustomObjectsApi(core.api_client).get_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "cluster-policy")["spec"]
+    node_files = cluster.kubeconfig.parent / "gpu-operator-standin" / "nodes"
+    seen = {}
+    for name in ("lab-node-0", "lab-node-1", "lab-node-2"):
+        files, work = node_files / name, tmp_path / name
+        work.mkdir()
+        state = work / "nvml-state"
+        state.write_text((files / "nvml-state").read_text())
+        config = None
+        if (files / "config.yaml").exists():
+            config = work / "config.yaml"
+            config.write_text((files / "config.yaml").read_text())
+        entries = nvml_state.parse(state.read_text())
+        env = standin.device_plugin_env(str(mock), str(work), str(state), nvml_state.device_count(entries), spec["mig"]["strategy"], name)
+        run = subprocess.run(standin.device_plugin_command(str(plugin), str(kubelet), str(work), str(config) if config else None, once=True),
+                             capture_output=True, text=True, timeout=60, env=env, check=False)
+        assert run.returncode == 0, run.stderr[-3000:]
+        listed = json.loads(run.stdout)["resources"]
+        want = {resource: str(counts["healthy"]) for resource, counts in listed.items()}
+        assert all(counts["devices"] == counts["healthy"] for counts in listed.values()), listed
+        wait_until(lambda name=name, want=want: (gpus(core, name), capacity(core, name)) == (want, want), timeout=10,
+                   what=f"{name}'s allocatable and capacity to be the plugin's {want}")
+        seen[name] = want
+    assert seen["lab-node-1"] == {"nvidia.com/gpu": "8"} and seen["lab-node-2"] == {"nvidia.com/mig-1g.10gb": "7"}, seen
 
 
 @pytest.mark.parametrize("product, family", [("NVIDIA-H100-80GB-HBM3", "hopper"), ("NVIDIA-B200-180GB-HBM3e", "blackwell")])
