@@ -243,13 +243,21 @@ def node_state(name, product, gpu_state, config=None, strategy="mixed", config_n
     ``nvidia.com/gpu`` as the config shares it. Single: every GPU MIG-enabled with one profile, each
     MIG device advertised as one ``nvidia.com/gpu``, shared as the config shares ``nvidia.com/gpu`` (time-slicing
     replicas, ``.shared`` with ``renameByDefault``). None: MIG is ignored, every GPU is ``nvidia.com/gpu``.
-    Raises :class:`LayoutError` for a state the strategy cannot advertise (upstream: ``MIG-INVALID``).
+    Raises :class:`LayoutError` for a state the strategy cannot advertise (upstream: ``MIG-INVALID``), and for an
+    MPS config under the mixed strategy or on MIG devices under the single one (NVIDIA's plugin exits at start).
     """
     if strategy not in STRATEGIES:
         raise LayoutError("MIG strategy %r is not one of %s" % (strategy, ", ".join(STRATEGIES)))
     config = _dp.validate_config(config if config is not None else {"version": "v1"}, name=config_name)
     gpus = len(gpu_state)
     mig_gpus = [gpu for gpu in gpu_state if gpu["mig"]] if strategy != "none" else []
+    if _dp.sharing_of(config)[0] == _dp.STRATEGY_MPS:
+        # NVIDIA's device plugin v0.18.0 exits at start (tests/integration/test_nvidia_device_plugin.py): the node advertises nothing
+        if strategy == "mixed":
+            raise LayoutError("NVIDIA's device plugin refuses MPS under the mixed MIG strategy ('using --mig-strategy=mixed is not supported with MPS')")
+        if strategy == "single" and mig_gpus:
+            raise LayoutError("NVIDIA's device plugin refuses MPS for MIG devices under the single MIG strategy "
+                              "('sharing using MPS is not supported for MIG devices')")
     plain = gpus - len(mig_gpus)
     resources = {}
     if strategy == "single" and mig_gpus:
@@ -316,7 +324,12 @@ def predict(node, configs, strategy="mixed", default_product=None, default_confi
     else:
         product = node.get("product") or default_product
         layout, gpu_state = None, _no_mig(gpus)
-    resources, labels = node_state(name, product, gpu_state, config, strategy, config_name=selected)
+    try:
+        resources, labels = node_state(name, product, gpu_state, config, strategy, config_name=selected)
+    except LayoutError as exc:
+        raise OperatorError("%s.mig" % name if mig is not None else "%s.config" % name, str(exc),
+                            "give this node a layout and config NVIDIA's device plugin advertises under MIG strategy %s "
+                            "(one profile on every GPU for single; time-slicing, not MPS, on MIG devices)" % strategy) from None
     return {"resources": resources, "labels": labels, "config": config_name, "mig_config": layout}
 
 

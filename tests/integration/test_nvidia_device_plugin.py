@@ -32,7 +32,7 @@ The comparison table is printed (``pytest -s`` or ``-rA`` show it) and given as 
 difference is KNOWN_DIFFERENCES (with its reason): the MIG profiles v0.18.0 names otherwise than the tables, compared
 under the plugin's name. Any other difference fails. Differences the test found in the model were fixed in the model:
 a resource's own ``rename`` (the plugin ignores it) and the single strategy under time-slicing (the plugin shares the
-MIG devices). 175 cases, about 32 s on 2 cores (6 at a time; each run mostly waits for the kubelet program's quiet
+MIG devices). 177 cases, about 33 s on 2 cores (6 at a time; each run mostly waits for the kubelet program's quiet
 second).
 """
 from __future__ import annotations
@@ -158,6 +158,9 @@ def mig_cases():
     cases.append(_case(spelled, "none", GPUS, [full, full], "none", "%d x %s on both" % (len(full), profile)))
     for config in ("mig-single-ts2", "mig-single-ts2-rename"):
         cases.append(_case(spelled, config, GPUS, [full, full], "single", "%d x %s on both" % (len(full), profile)))
+    # MPS where the plugin takes it: whole GPUs under single, MIG-enabled GPUs under none (MIG ignored)
+    cases.append(_case(spelled, "mps2", GPUS, None, "single"))
+    cases.append(_case(spelled, "mps2", GPUS, [full, full], "none", "%d x %s on both" % (len(full), profile)))
     return cases
 
 
@@ -332,6 +335,23 @@ def test_a_layout_the_single_strategy_cannot_advertise_is_refused_by_both(tools,
     assert "invalid MIG configuration" in proc.stderr or "same migEnabled value" in proc.stderr, proc.stderr[-2000:]
     with pytest.raises(gpu_operator.LayoutError, match="single strategy needs"):
         gpu_operator.node_state(NODE, "A100-SXM4-80GB", _gpu_state(2, devices), None, "single")
+
+
+MPS_REFUSED = {
+    "mixed": (None, "using --mig-strategy=mixed is not supported with MPS"),
+    "single": ([["1g.10gb"] * 7, ["1g.10gb"] * 7], "sharing using MPS is not supported for MIG devices"),
+}
+
+
+@pytest.mark.parametrize("strategy", sorted(MPS_REFUSED))
+def test_mps_where_the_plugin_refuses_it_is_refused_by_both(tools, tmp_path, strategy):
+    """MPS under the mixed strategy (the ClusterPolicy's MIG_STRATEGY, every node's), and on MIG devices under single."""
+    devices, message = MPS_REFUSED[strategy]
+    proc, listed = run_plugin(tools, tmp_path, "NVIDIA-A100-SXM4-80GB", 2, devices, CONFIG_TEXTS["mps2"], strategy)
+    assert proc.returncode != 0 and listed is None, proc.stdout
+    assert message in proc.stderr, proc.stderr[-2000:]
+    with pytest.raises(gpu_operator.LayoutError, match=message.replace("-", ".")):
+        gpu_operator.node_state(NODE, "A100-SXM4-80GB", _gpu_state(2, devices), CONFIGS["mps2"], strategy)
 
 
 def test_one_replica_is_refused_by_both(tools, tmp_path):

@@ -257,3 +257,19 @@ def test_describe_pending_names_each_pending_node_its_mig_state_and_what_differs
     unset = _node("lab-node-2", capacity={"nvidia.com/gpu": "2"})
     line = op.describe_pending({"lab-node-2": unset}, {"lab-node-2": op.compare(unset, want)}, {"lab-node-2": want}, 30, 1200)
     assert "lab-node-2 mig.config.state=- (" in line
+
+
+def test_mps_where_nvidia_s_plugin_refuses_it():
+    """NVIDIA's plugin v0.18.0 exits at start on MPS under mixed, and on MPS for MIG devices under single."""
+    mps = {"version": "v1", "sharing": {"mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}}
+    whole = op.apply_layout(A100_80, 2, [{"devices": "all", "mig-enabled": False}])
+    migged = op.apply_layout(A100_80, 2, [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}])
+    assert op.node_state("n", A100_80, whole, mps, "single")[0] == {"nvidia.com/gpu": 4}
+    assert op.node_state("n", A100_80, migged, mps, "none")[0] == {"nvidia.com/gpu": 4}
+    with pytest.raises(op.LayoutError, match="mixed is not supported with MPS"):
+        op.node_state("n", A100_80, whole, mps, "mixed")
+    with pytest.raises(op.LayoutError, match="MPS is not supported for MIG devices"):
+        op.node_state("n", A100_80, migged, mps, "single")
+    node = {"name": "m", "gpus": 2, "mig": {"product": A100_80, "profile": "1g.10gb"}}
+    with pytest.raises(op.OperatorError, match="m.mig: .*MPS for MIG devices"):
+        op.predict(node, {"mps": mps}, "single", A100_80, "mps")
