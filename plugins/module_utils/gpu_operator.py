@@ -305,15 +305,6 @@ def predict(node, configs, strategy="mixed", default_product=None, default_confi
             "use one of the configured names",
         )
     config = configs.get(selected) if selected is not None else None
-    if config is not None and strategy == "mixed" and _dp.sharing_of(config)[0] == _dp.STRATEGY_MPS:
-        # NVIDIA's device plugin (v0.18.0, validateFlags) exits at start: the node would advertise nothing
-        raise OperatorError(
-            "%s.config" % name if config_name is not None else "gpushare_operator_default_config",
-            "config %r shares by MPS, and NVIDIA's device plugin refuses MPS under the mixed MIG strategy "
-            "(spec.mig.strategy: mixed is every node's MIG_STRATEGY; the plugin exits with 'using --mig-strategy=mixed "
-            "is not supported with MPS')" % selected,
-            "give this node a time-slicing config, or run the operator with MIG strategy single where MPS is needed",
-        )
     if mig is not None:
         product = mig["product"]
         layout, entries = node_layout(node)
@@ -327,7 +318,8 @@ def predict(node, configs, strategy="mixed", default_product=None, default_confi
     try:
         resources, labels = node_state(name, product, gpu_state, config, strategy, config_name=selected)
     except LayoutError as exc:
-        raise OperatorError("%s.mig" % name if mig is not None else "%s.config" % name, str(exc),
+        field = "%s.config" % name if config_name is not None else "gpushare_operator_default_config"
+        raise OperatorError("%s.mig" % name if mig is not None else field, str(exc),
                             "give this node a layout and config NVIDIA's device plugin advertises under MIG strategy %s "
                             "(one profile on every GPU for single; time-slicing, not MPS, on MIG devices)" % strategy) from None
     return {"resources": resources, "labels": labels, "config": config_name, "mig_config": layout}

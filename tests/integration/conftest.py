@@ -31,7 +31,8 @@ BESIDE_MODULES = frozenset({
     "test_bad_input.py", "test_dra.py", "test_faults.py", "test_gpu_operator_mode.py", "test_lab_playbook.py",
     "test_least_privilege.py", "test_gpu_sharing.py", "test_gpu_sharing_fleet.py",
     "test_gpu_sharing_helm.py", "test_clusterpolicy_crd.py",  # a cluster (two: the fleet) of its own each
-    "test_lab_cluster_build.py", "test_no_cluster.py", "test_gpu_tables.py", "test_nvidia_gfd.py",  # no cluster
+    "test_lab_cluster_build.py", "test_no_cluster.py", "test_gpu_tables.py", "test_nvidia_gfd.py",
+    "test_nvidia_device_plugin.py",  # no cluster
 })
 SHARED_SCOPE = f"cluster {CLUSTER}"
 

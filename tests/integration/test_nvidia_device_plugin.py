@@ -63,10 +63,6 @@ WORKERS = 6
 # nvidia.com/mig-1g.35gb); the model keeps NVIDIA's current names (go-nvlib v0.13.0, mig-parted, nvidia-smi). The
 # plugin advertises the same devices, in the same number, under that name: the model's resource is compared under it.
 KNOWN_DIFFERENCES = {(product, profile): name for (product, profile), name in GFD_PROFILE_NAMES.items() if "+" not in profile}
-# What the GPU Operator's device-plugin DaemonSet sets besides (assets/state-device-plugin/0500_daemonset.yaml): the
-# MPS root; without it the plugin refuses an MPS config ("using MPS requires --mps-root to be specified").
-# gpu_operator_standin.device_plugin_env does not set it (yet), so the test does.
-OPERATOR_ENV = {"MPS_ROOT": "/run/nvidia/mps"}
 
 
 def _time_slicing(replicas, rename_by_default=False, fail=False, strategy=None):
@@ -214,7 +210,6 @@ def run_plugin(tools, workdir, product, gpus, devices=None, config_text=None, st
         config.write_text(config_text + "\n")
     argv = gpu_operator_standin.device_plugin_command(str(plugin), str(kubelet), str(workdir), str(config) if config else None, once=True)
     env = gpu_operator_standin.device_plugin_env(str(mock), str(workdir), str(state), gpus, strategy)
-    env.update(OPERATOR_ENV)
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT, env=env, check=False)
     resources = None
     if proc.returncode == 0:

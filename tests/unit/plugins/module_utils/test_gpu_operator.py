@@ -43,10 +43,10 @@ def test_mps_under_the_mixed_strategy_is_refused_as_nvidias_device_plugin_refuse
     """NVIDIA's device plugin v0.18.0 exits at start with MPS and MIG_STRATEGY=mixed (what spec.mig.strategy mixed sets on
     every node): the prediction refuses it, naming the node's config (or the ClusterPolicy default) and the way out."""
     node = {"name": "lab-node-0", "gpus": 2, "product": A100_80, "config": "mps"}
-    with pytest.raises(op.OperatorError, match=r"lab-node-0\.config: config 'mps' shares by MPS, and NVIDIA's device plugin refuses MPS "
-                                               r"under the mixed MIG strategy.*Fix: give this node a time-slicing config"):
+    with pytest.raises(op.OperatorError, match=r"lab-node-0\.config: NVIDIA's device plugin refuses MPS under the mixed MIG strategy"
+                                               r".*Fix: give this node a layout and config"):
         op.predict(node, CONFIGS, "mixed", A100_80)
-    with pytest.raises(op.OperatorError, match="gpushare_operator_default_config: config 'mps' shares by MPS"):
+    with pytest.raises(op.OperatorError, match="gpushare_operator_default_config: NVIDIA's device plugin refuses MPS"):
         op.predict(dict(node, config=None), CONFIGS, "mixed", A100_80, "mps")
     assert op.predict(node, CONFIGS, "single", A100_80)["resources"] == node_gpu_resources(node, CONFIGS)
 
