@@ -108,6 +108,20 @@ def subprocess_env(**extra) -> dict:
     return env
 
 
+def built_tool(script) -> Path:
+    """Run one of tools/*/build.sh (``script``, relative to the checkout) and return the path it prints: the cached build,
+    or a fresh one (a cold build's progress lines then go to the run's warnings summary)."""
+    import time  # pylint: disable=import-outside-toplevel
+    import warnings  # pylint: disable=import-outside-toplevel
+
+    start = time.monotonic()
+    proc = subprocess.run([str(REPO / script)], cwd=REPO, capture_output=True, text=True, timeout=1500, env=subprocess_env(), check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    if proc.stderr:
+        warnings.warn("%s built in %.0f s:\n%s" % (script, time.monotonic() - start, proc.stderr), stacklevel=1)
+    return Path(proc.stdout.strip())
+
+
 @pytest.fixture(scope="session")
 def kubeconfig() -> str:
     if not KUBECONFIG.is_file():

@@ -24,12 +24,11 @@ import json
 import os
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 from kubernetes import client
 
-from conftest import REPO, subprocess_env
+from conftest import built_tool
 from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_operator_standin as standin, nvml_state
 from reliability import LAB_VARS, Background, OwnCluster, output, playbook, recap, snapshot, tail, wait_until
 
@@ -165,12 +164,7 @@ def test_operator_lab_reaches_the_lab_end_state_and_reruns_unchanged(cluster, ro
 @pytest.fixture(scope="module")
 def gfd_tools():
     """(NVIDIA's gpu-feature-discovery, the directory of our mock libnvidia-ml.so.1): the builds the role made, from the cache."""
-    paths = []
-    for script in ("tools/nvidia/build.sh", "tools/nvml-mock/build.sh"):
-        proc = subprocess.run([str(REPO / script)], capture_output=True, text=True, timeout=1500, env=subprocess_env(), check=False)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        paths.append(Path(proc.stdout.strip()))
-    return paths[0] / "gpu-feature-discovery", paths[1]
+    return built_tool("tools/nvidia/build.sh") / "gpu-feature-discovery", built_tool("tools/nvml-mock/build.sh")
 
 
 def run_gfd(tools, workdir, name, mig_devices, config_text, strategy):
@@ -234,12 +228,8 @@ def test_each_gpu_nodes_labels_are_what_nvidias_gfd_writes(cluster, gfd_tools, t
 @pytest.fixture(scope="module")
 def device_plugin_tools():
     """(NVIDIA's nvidia-device-plugin, device-plugin-kubelet, the mock's directory): the builds the role made, from the cache."""
-    paths = []
-    for script in ("tools/nvidia/build.sh", "tools/device-plugin-kubelet/build.sh", "tools/nvml-mock/build.sh"):
-        proc = subprocess.run([str(REPO / script)], capture_output=True, text=True, timeout=1500, env=subprocess_env(), check=False)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        paths.append(Path(proc.stdout.strip()))
-    return paths[0] / "nvidia-device-plugin", paths[1], paths[2]
+    return (built_tool("tools/nvidia/build.sh") / "nvidia-device-plugin", built_tool("tools/device-plugin-kubelet/build.sh"),
+            built_tool("tools/nvml-mock/build.sh"))
 
 
 def test_each_gpu_nodes_allocatable_is_what_nvidias_device_plugin_registered(cluster, device_plugin_tools, tmp_path):

@@ -42,11 +42,10 @@ import json
 import subprocess
 import time
 import warnings
-from pathlib import Path
 
 import pytest
 
-from conftest import REPO, subprocess_env
+from conftest import REPO, built_tool, subprocess_env
 from test_nvidia_gfd import GFD_PROFILE_NAMES
 from ansible_collections.gpushare.k8s.plugins.module_utils import device_plugin, gpu_operator, gpu_operator_standin, gpu_products, inventory, mig, nvml_state
 
@@ -183,19 +182,10 @@ def plugin_named(product, resources):
     return renamed, ", ".join(notes)
 
 
-def _build(script):
-    start = time.monotonic()
-    proc = subprocess.run([str(script)], cwd=REPO, capture_output=True, text=True, timeout=1500, env=subprocess_env(), check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    if proc.stderr:  # a cold build: show its progress lines in the run's warnings summary
-        warnings.warn("%s built in %.0f s:\n%s" % (script.relative_to(REPO), time.monotonic() - start, proc.stderr), stacklevel=1)
-    return Path(proc.stdout.strip())
-
-
 @pytest.fixture(scope="module")
 def tools():
     """(nvidia-device-plugin, device-plugin-kubelet, directory of our libnvidia-ml.so.1), built once, cached."""
-    return _build(BUILD_NVIDIA) / "nvidia-device-plugin", _build(BUILD_KUBELET), _build(BUILD_MOCK)
+    return built_tool(BUILD_NVIDIA) / "nvidia-device-plugin", built_tool(BUILD_KUBELET), built_tool(BUILD_MOCK)
 
 
 def run_plugin(tools, workdir, product, gpus, devices=None, config_text=None, strategy=None):

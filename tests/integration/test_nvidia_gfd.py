@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, subprocess_env
+from conftest import REPO, built_tool, subprocess_env
 from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_features, gpu_products, gpu_tables, inventory, mig, nvml_state
 
 BUILD_MOCK = REPO / "tools" / "nvml-mock" / "build.sh"
@@ -203,19 +203,10 @@ def single_cases():
     return result
 
 
-def _build(script):
-    start = time.monotonic()
-    proc = subprocess.run([str(script)], cwd=REPO, capture_output=True, text=True, timeout=1500, env=subprocess_env(), check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    if proc.stderr:  # a cold build: show its progress lines in the run's warnings summary
-        warnings.warn("%s built in %.0f s:\n%s" % (script.relative_to(REPO), time.monotonic() - start, proc.stderr), stacklevel=1)
-    return Path(proc.stdout.strip())
-
-
 @pytest.fixture(scope="module")
 def tools():
     """(GFD binary, directory of our libnvidia-ml.so.1), built once and cached in the user's cache."""
-    return _build(BUILD_NVIDIA) / "gpu-feature-discovery", _build(BUILD_MOCK)
+    return built_tool(BUILD_NVIDIA) / "gpu-feature-discovery", built_tool(BUILD_MOCK)
 
 
 def run_gfd(tools, workdir, state_entries, config_text=None, state_env=True):
