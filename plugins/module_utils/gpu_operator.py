@@ -336,10 +336,13 @@ def cluster_policy_patch(device_plugin_configmap, default_config, strategy, mig_
         ("gpushare_device_plugin_configmap", device_plugin_configmap),
         ("gpushare_operator_default_config", default_config),
         ("gpushare_operator_mig_parted_configmap", mig_parted_configmap),
-        ("gpushare_operator_default_layout", default_layout),
     ):
         if not isinstance(value, str) or not _LABEL_VALUE_RE.fullmatch(value) or len(value) > 63:
             raise OperatorError(path, "%r is not a valid name (letters, digits, '-', '_', '.'; at most 63)" % (value,), "set a ConfigMap key or name")
+    if default_layout not in (ALL_DISABLED, ""):
+        raise OperatorError("gpushare_operator_default_layout",
+                            "must be %s or empty (NVIDIA's ClusterPolicy schema allows only these for migManager.config.default), got %r"
+                            % (ALL_DISABLED, default_layout), "give a node its own layout with its nvidia.com/mig.config label")
     if strategy not in ("single", "mixed"):
         raise OperatorError("gpushare_operator_mig_strategy", "must be single or mixed, got %r" % (strategy,),
                             "use mixed when not every GPU of a node is MIG-enabled")

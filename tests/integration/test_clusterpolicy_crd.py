@@ -2,7 +2,7 @@
 """The ClusterPolicy the collection writes, under NVIDIA's own schema: the CRD that controller-gen generates from
 gpu-operator's public api/nvidia/v1 types (tools/clusterpolicy-crd/build.sh, cached in the user's cache as
 `make clusterpolicy-crd` builds it), on a lab cluster of this module's own (gpushare-it-crd, without the stand-in and
-its minimal CRD).
+the lab's ClusterPolicy).
 
 * The generated CRD applies server-side and becomes Established.
 * The ClusterPolicy patch the roles write (the gpu_operator_policy_patch filter over the lab's operator-mode inputs,
@@ -12,8 +12,9 @@ its minimal CRD).
 * Values the collection's validation refuses, and values its filter lets through, each tried (dry run) against
   NVIDIA's schema: where the two disagree, the difference is data here (DIFFERENCES), so a new pin that changes one
   fails with the case named.
-* Our minimal roles/lab_cluster/files/clusterpolicy-crd.yaml is a faithful subset: every property path it declares
-  exists in the generated CRD with the same type (a table, printed and given as a warning).
+* The lab_cluster role installs this CRD for the stand-in and creates its ClusterPolicy with exactly the fields NVIDIA's
+  schema requires (roles/lab_cluster/vars/main.yml): NVIDIA's schema accepts it. The object earlier versions of the
+  role created (without them) is refused, and so is the undo recorded for it.
 * build.sh says what it does (a fake `go` first on PATH and a cache of the test's own: nothing compiled): progress
   lines with a heartbeat, nothing but the path when cached, the log's last lines and nothing installed on a failure.
 
@@ -45,16 +46,16 @@ pytestmark = pytest.mark.slow
 
 CLUSTER = "gpushare-it-crd"
 BUILD = REPO / "tools" / "clusterpolicy-crd" / "build.sh"
-MINIMAL = REPO / "roles" / "lab_cluster" / "files" / "clusterpolicy-crd.yaml"
+ROLE_VARS = yaml.safe_load((REPO / "roles" / "lab_cluster" / "vars" / "main.yml").read_text(encoding="utf-8"))
 POLICY = LAB_VARS["gpushare_operator_cluster_policy"]
 MANAGER = "gpushare.k8s"
 RECORD = "gpushare-sharing-record"
 
-# What the lab_cluster role creates today ("with the chart's defaults"), before the collection patches it.
+# What earlier versions of the lab_cluster role created ("with the chart's defaults", under a minimal CRD of ours).
 LAB_CREATED_SPEC = {"mig": {"strategy": "single"},
                     "migManager": {"config": {"name": "default-mig-parted-config", "default": "all-disabled"}}}
-# The spec fields NVIDIA's types require (no omitempty): the GPU Operator's Helm chart always renders them. The lab's
-# object lacks them, so a ClusterPolicy that applies under NVIDIA's schema adds them (empty: their own fields default).
+# The spec fields NVIDIA's types require (no omitempty): the GPU Operator's Helm chart always renders them, and the
+# lab_cluster role now creates them (and adds them to a ClusterPolicy an earlier version created).
 NVIDIA_REQUIRED = ("daemonsets", "dcgm", "dcgmExporter", "devicePlugin", "driver", "gfd", "nodeStatusExporter", "operator", "toolkit")
 
 # The lab's operator-mode inputs, as the roles pass them to the filter.
@@ -70,10 +71,8 @@ CASES = [
     ("strategy bogus", (PATCH_INPUTS[0], PATCH_INPUTS[1], "bogus", PATCH_INPUTS[3]), {"mig": {"strategy": "bogus"}}, False, False, ""),
     ("strategy none", (PATCH_INPUTS[0], PATCH_INPUTS[1], "none", PATCH_INPUTS[3]), {"mig": {"strategy": "none"}}, False, True,
      "NVIDIA's enum is none/single/mixed; the collection writes single or mixed only (none is a device-plugin flag)"),
-    ("default layout all-1g.10gb", PATCH_INPUTS + ("all-1g.10gb",), None, True, False,
-     "NVIDIA's migManager.config.default enum is all-disabled or empty; the filter's default_layout takes any name"),
-    ("default layout empty", PATCH_INPUTS + ("",), {"migManager": {"config": {"default": ""}}}, False, True,
-     "NVIDIA allows an empty default layout; the collection requires a name"),
+    ("default layout all-1g.10gb", PATCH_INPUTS + ("all-1g.10gb",), {"migManager": {"config": {"default": "all-1g.10gb"}}}, False, False, ""),
+    ("default layout empty", PATCH_INPUTS + ("",), None, True, True, ""),
     ("default config 'bad name!'", (PATCH_INPUTS[0], "bad name!", PATCH_INPUTS[2], PATCH_INPUTS[3]),
      {"devicePlugin": {"config": {"default": "bad name!"}}}, False, True,
      "NVIDIA types the config names as plain strings (no pattern, no length)"),
@@ -84,10 +83,8 @@ CASES = [
 # The cases where the two sides differ, as data: the collection stricter (refuses what NVIDIA's schema takes) or laxer.
 DIFFERENCES = {
     "strategy none": "collection stricter",
-    "default layout empty": "collection stricter",
     "default config 'bad name!'": "collection stricter",
     "ConfigMap name of 64 characters": "collection stricter",
-    "default layout all-1g.10gb": "collection laxer",
 }
 
 
@@ -228,7 +225,8 @@ def policies(cluster, generated_crd):
 
 
 def _created_spec():
-    return dict(copy.deepcopy(LAB_CREATED_SPEC), **{name: {} for name in NVIDIA_REQUIRED})
+    """The spec the lab_cluster role creates today: NVIDIA's required fields and the chart's defaults (its vars)."""
+    return dict(copy.deepcopy(ROLE_VARS["lab_cluster__policy_required"]), **copy.deepcopy(ROLE_VARS["lab_cluster__policy_chart_defaults"]))
 
 
 def _policy(spec):
@@ -249,7 +247,7 @@ def _refusal(call):
     return None
 
 
-def test_nvidia_schema_requires_what_the_chart_renders_and_refuses_the_lab_object_without_it(generated_crd, policies):
+def test_nvidia_schema_requires_what_the_chart_renders_and_refuses_the_earlier_lab_object_without_it(generated_crd, policies):
     spec = _schema(generated_crd)["properties"]["spec"]
     assert tuple(sorted(spec["required"])) == tuple(sorted(NVIDIA_REQUIRED)), spec["required"]
     refused = _refusal(lambda: policies.create(body=_policy(copy.deepcopy(LAB_CREATED_SPEC)), dry_run="All"))
@@ -299,10 +297,10 @@ def test_the_collection_patch_is_stored_field_by_field_and_its_undo_puts_the_spe
     assert _stored_spec(policies) == before, plan
 
 
-def test_the_undo_for_a_policy_created_as_the_lab_does_today_removes_a_required_field(policies, created):
-    """The record of a ClusterPolicy without devicePlugin (the lab's object today) puts devicePlugin back as absent:
-    under NVIDIA's schema, which requires it, that undo is refused. Created with the required fields, the undo removes
-    devicePlugin.config alone (the test above)."""
+def test_the_undo_for_a_policy_created_as_the_lab_did_before_removes_a_required_field(policies, created):
+    """The record of a ClusterPolicy without devicePlugin (the lab's object before it was created with NVIDIA's required
+    fields) puts devicePlugin back as absent: under NVIDIA's schema, which requires it, that undo is refused. Created
+    with the required fields, as the lab_cluster role now does, the undo removes devicePlugin.config alone (above)."""
     patch = gpu_operator_policy_patch(*PATCH_INPUTS)
     record = sharing_record([], RECORD, {"spec": copy.deepcopy(LAB_CREATED_SPEC)}, patch, "patch", {}, [], [])
     plan = sharing_undo_plan([{"metadata": {"name": RECORD}, "data": {RECORD_KEY: record}}], RECORD, {"spec": created}, None, [])
@@ -341,42 +339,12 @@ def test_values_refused_by_the_collection_against_nvidia_schema(policies):
     assert not wrong, "\n".join("%s: %s" % item for item in wrong)
 
 
-def _properties(schema, prefix=()):
-    """``{path: schema}`` of every property below ``schema``."""
-    out = {}
-    for key, sub in (schema.get("properties") or {}).items():
-        out[prefix + (key,)] = sub
-        out.update(_properties(sub, prefix + (key,)))
-    return out
-
-
-def test_the_minimal_crd_is_a_faithful_subset_of_the_generated_one(generated_crd):
-    minimal = yaml.safe_load(MINIMAL.read_text(encoding="utf-8"))
-    for key in ("group", "names", "scope"):
-        assert minimal["spec"][key] == generated_crd["spec"][key], key
-    assert minimal["metadata"]["name"] == generated_crd["metadata"]["name"]
-    (ours,) = minimal["spec"]["versions"]
-    (theirs,) = generated_crd["spec"]["versions"]
-    assert (ours["name"], ours["served"], ours["storage"], ours["subresources"]) == \
-        (theirs["name"], theirs["served"], theirs["storage"], theirs["subresources"])
-    generated = _properties(theirs["schema"]["openAPIV3Schema"])
-    rows, missing = [], []
-    for path, sub in sorted(_properties(ours["schema"]["openAPIV3Schema"]).items()):
-        other = generated.get(path)
-        notes = []
-        if other is not None and sub.get("enum") != other.get("enum"):
-            notes.append("enum ours %s, NVIDIA's %s" % (sub.get("enum"), other.get("enum")))
-        if sub.get("x-kubernetes-preserve-unknown-fields") and not (other or {}).get("x-kubernetes-preserve-unknown-fields"):
-            notes.append("ours keeps unknown fields, NVIDIA's prunes them (%d properties)" % len((other or {}).get("properties") or {}))
-        if other is not None and other.get("required"):
-            notes.append("NVIDIA's requires %s" % ", ".join(other["required"]))
-        same = other is not None and other.get("type") == sub.get("type")
-        rows.append((".".join(path), sub.get("type"), (other or {}).get("type", "(absent)"), "yes" if same else "NO", "; ".join(notes) or "-"))
-        if not same:
-            missing.append(rows[-1])
-    text = _table(rows, ("property", "minimal", "generated", "same type", "notes"))
-    print("\nroles/lab_cluster/files/clusterpolicy-crd.yaml against the generated CRD (%d of its properties, %d in NVIDIA's):\n\n%s"
-          % (len(rows), len(generated), text))
-    warnings.warn("minimal ClusterPolicy CRD vs the generated one: %d properties, %d with the same type\n%s"
-                  % (len(rows), len(rows) - len(missing), text), stacklevel=1)
-    assert not missing, _table(missing, ("property", "minimal", "generated", "same type", "notes"))
+def test_the_lab_cluster_role_creates_what_nvidia_schema_requires(generated_crd, policies):
+    """The role's ClusterPolicy holds exactly NVIDIA's required spec fields besides the chart's defaults, and NVIDIA's
+    schema accepts it as created (a dry run); the role's earlier object (LAB_CREATED_SPEC) lacks them."""
+    spec = _schema(generated_crd)["properties"]["spec"]
+    assert sorted(ROLE_VARS["lab_cluster__policy_required"]) == sorted(spec["required"]) == sorted(NVIDIA_REQUIRED)
+    body = _policy(_created_spec())
+    body["metadata"]["name"] = "as-the-lab-cluster-role-creates-it"  # beside the module's cluster-policy
+    assert _refusal(lambda: policies.create(body=body, dry_run="All")) is None
+    assert {key: _created_spec()[key] for key in LAB_CREATED_SPEC} == LAB_CREATED_SPEC

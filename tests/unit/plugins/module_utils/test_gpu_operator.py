@@ -103,6 +103,9 @@ def test_cluster_policy_patch_and_bad_input():
         "mig": {"strategy": "mixed"},
         "migManager": {"config": {"name": "gpushare-mig-parted-config", "default": "all-disabled"}},
     }}
+    with pytest.raises(op.OperatorError, match="gpushare_operator_default_layout: must be all-disabled or empty"):
+        op.cluster_policy_patch("device-plugin-configs", "default", "mixed", "x", "all-1g.10gb")
+    assert op.cluster_policy_patch("device-plugin-configs", "default", "mixed", "x", "")["spec"]["migManager"]["config"]["default"] == ""
     with pytest.raises(op.OperatorError, match="gpushare_operator_mig_strategy: must be single or mixed"):
         op.cluster_policy_patch("device-plugin-configs", "default", "none", "x")
     with pytest.raises(op.OperatorError, match="gpushare_operator_default_config"):

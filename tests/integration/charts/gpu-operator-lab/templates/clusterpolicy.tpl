@@ -16,20 +16,31 @@ metadata:
     app.kubernetes.io/component: gpu-operator
     helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 spec:
+  {{- /* the fields NVIDIA's schema requires, rendered always, as the chart does */}}
+  daemonsets: {}
+  dcgm: {}
+  dcgmExporter: {}
+  gfd: {}
+  nodeStatusExporter: {}
+  operator:
+    defaultRuntime: {{ .Values.operator.defaultRuntime }}
+  toolkit: {}
   mig:
     {{- with .Values.mig.strategy }}
     strategy: {{ . }}
     {{- end }}
   driver:
     enabled: {{ .Values.driver.enabled }}
+  {{- with .Values.devicePlugin.config }}
+  {{- if .name }}
   devicePlugin:
-    {{- with .Values.devicePlugin.config }}
-    {{- if .name }}
     config:
       name: {{ .name | quote }}
       default: {{ .default | quote }}
-    {{- end }}
-    {{- end }}
+  {{- else }}
+  devicePlugin: {}
+  {{- end }}
+  {{- end }}
   migManager:
     {{- with .Values.migManager.config }}
     config:
