@@ -39,6 +39,7 @@ OPERATOR = {"gpushare_mode": "operator"}
 NS = "gpu-operator"
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
 STATE_LABEL = "nvidia.com/mig.config.state"
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 A100_80 = "NVIDIA-A100-SXM4-80GB"
 # The nvidia.com/* labels of a node that are not GFD's: the collection's and the MIG manager's.
 NOT_GFD = {CONFIG_LABEL, "nvidia.com/mig.config", STATE_LABEL}
@@ -331,6 +332,43 @@ def test_relabel_and_configmap_edit_are_advertised(cluster):
         core.patch_namespaced_config_map("device-plugin-configs", NS, {"data": {"shared": shared}})
     wait_until(lambda: (gpus(core, "lab-node-1"), labels(core, "lab-node-1").get("nvidia.com/gpu.replicas")) == ({"nvidia.com/gpu": "8"}, "4"),
                timeout=10, what="lab-node-1 back to 8, label replicas 4")
+
+
+def test_missing_key_no_label_and_unknown_layout_end_as_on_an_operator_cluster(cluster):
+    """Written by hand (the roles refuse these before writing): a config label naming a key the ConfigMap lacks leaves
+    the node's advertisement as it was (config-manager crash-loops, the plugin keeps its config); no label gives the
+    ClusterPolicy's default config; a MIG layout the mig-parted ConfigMap lacks ends in mig.config.state=failed with
+    the reason, the node's MIG devices as they were. Each is put back after."""
+    core = cluster.core
+    spec = client.CustomObjectsApi(core.api_client).get_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "cluster-policy")["spec"]
+    default = spec["devicePlugin"]["config"]["default"]
+    assert labels(core, "lab-node-1")[CONFIG_LABEL] == "shared" and gpus(core, "lab-node-1") == {"nvidia.com/gpu": "8"}
+    try:
+        relabel(core, "lab-node-1", "no-such-key")
+        time.sleep(3)  # a pass takes well under a second; the plugin must not have been told anything
+        assert gpus(core, "lab-node-1") == {"nvidia.com/gpu": "8"}
+        assert labels(core, "lab-node-1").get("nvidia.com/gpu.replicas") == "4"
+        # lab-node-0 (the same two GPUs) runs the default config by its label: without a label lab-node-1 must match it
+        assert labels(core, "lab-node-0")[CONFIG_LABEL] == default
+        want = gpus(core, "lab-node-0")
+        core.patch_node("lab-node-1", {"metadata": {"labels": {CONFIG_LABEL: None}}})
+        wait_until(lambda: gpus(core, "lab-node-1") == want, timeout=10, what=f"lab-node-1 without a label to advertise {want} ({default})")
+    finally:
+        relabel(core, "lab-node-1", "shared")
+    wait_until(lambda: gpus(core, "lab-node-1") == {"nvidia.com/gpu": "8"}, timeout=10, what="lab-node-1 back to shared")
+
+    layout = labels(core, "lab-node-2")[MIG_CONFIG_LABEL]
+    before = gpus(core, "lab-node-2")
+    try:
+        core.patch_node("lab-node-2", {"metadata": {"labels": {MIG_CONFIG_LABEL: "no-such-layout"}}})
+        wait_until(lambda: labels(core, "lab-node-2").get(STATE_LABEL) == "failed", timeout=10, what="lab-node-2 mig.config.state=failed")
+        reason = json.loads(core.read_node("lab-node-2").metadata.annotations["gpushare.k8s/mig-failure"])["reason"]
+        assert "layout no-such-layout is not in ConfigMap" in reason, reason
+        assert gpus(core, "lab-node-2") == before
+    finally:
+        core.patch_node("lab-node-2", {"metadata": {"labels": {MIG_CONFIG_LABEL: layout}}})
+    wait_until(lambda: labels(core, "lab-node-2").get(STATE_LABEL) == "success" and gpus(core, "lab-node-2") == before, timeout=15,
+               what="lab-node-2 back to its layout")
 
 
 def test_layout_the_gpus_cannot_hold_fails_with_the_reason(cluster):
