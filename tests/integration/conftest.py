@@ -122,6 +122,14 @@ def built_tool(script) -> Path:
     return Path(proc.stdout.strip())
 
 
+def text_table(rows, headers) -> str:
+    """``rows`` under ``headers`` as aligned plain-text columns (the comparison tables the tests print)."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
+    line = "  ".join("%%-%ds" % width for width in widths)
+    lines = [line % tuple(headers), line % tuple("-" * width for width in widths)] + [line % tuple(row) for row in rows]
+    return "\n".join(text.rstrip() for text in lines)
+
+
 @pytest.fixture(scope="session")
 def kubeconfig() -> str:
     if not KUBECONFIG.is_file():

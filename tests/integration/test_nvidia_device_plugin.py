@@ -45,7 +45,7 @@ import warnings
 
 import pytest
 
-from conftest import REPO, built_tool, subprocess_env
+from conftest import REPO, built_tool, subprocess_env, text_table
 from test_nvidia_gfd import GFD_PROFILE_NAMES
 from ansible_collections.gpushare.k8s.plugins.module_utils import device_plugin, gpu_operator, gpu_operator_standin, gpu_products, inventory, mig, nvml_state
 
@@ -207,13 +207,6 @@ def run_plugin(tools, workdir, product, gpus, devices=None, config_text=None, st
     return proc, resources
 
 
-def _table(rows, headers):
-    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
-    line = "  ".join("%%-%ds" % width for width in widths)
-    lines = [line % tuple(headers), line % tuple("-" * width for width in widths)] + [line % tuple(row) for row in rows]
-    return "\n".join(text.rstrip() for text in lines)
-
-
 def _show(resources):
     return ", ".join("%s=%s" % (name[len("nvidia.com/"):], count) for name, count in sorted(resources.items())) or "(none)"
 
@@ -246,14 +239,14 @@ def comparison(tools, tmp_path_factory):
         results.append(dict(case, where=where, plugin=plugin, model=model, renamed=renamed, unhealthy=unhealthy, differences=differences))
     rows = [(r["product"], r["config"] or "(defaults)", r["gpus"], r["strategy"] or "-", r["layout"], _show(r["plugin"]),
              "same" if not r["differences"] else "DIFFERS: model " + _show(r["model"]), r["renamed"]) for r in results]
-    table = _table(rows, ("product", "config", "gpus", "MIG strategy", "MIG devices (GPU 0, GPU 1)", "NVIDIA's plugin lists", "model",
+    table = text_table(rows, ("product", "config", "gpus", "MIG strategy", "MIG devices (GPU 0, GPU 1)", "NVIDIA's plugin lists", "model",
                           "plugin's profile name"))
     print("\nNVIDIA nvidia-device-plugin v0.18.0 over our NVML mock vs the model (%d cases, %.1f s):\n\n%s" % (len(results), elapsed, table))
     by_config = {}
     for result in results:
         counts = by_config.setdefault(result["config"] or "(plugin defaults)", [0, 0])
         counts[1 if result["differences"] else 0] += 1
-    summary = _table([(config, same + differ, same, differ) for config, (same, differ) in sorted(by_config.items())],
+    summary = text_table([(config, same + differ, same, differ) for config, (same, differ) in sorted(by_config.items())],
                      ("config", "cases", "same", "differ"))
     report = ("nvidia-device-plugin v0.18.0 vs the model: %d products, %d configs, %d MIG layouts; %d cases in %.1f s (%d at a time)\n%s\n"
               "compared under the plugin's profile name (KNOWN_DIFFERENCES, go-nvlib v0.8.1): %s"
@@ -268,7 +261,7 @@ def test_the_plugin_advertises_the_models_resources_for_every_case(comparison):
     failing = [r for r in comparison if r["differences"]]
     rows = [(r["where"], name, plugin, model) for r in failing for name, plugin, model in r["differences"]]
     assert not failing, "%d of %d cases differ from NVIDIA's device plugin:\n%s" % (
-        len(failing), len(comparison), _table(rows, ("case", "resource", "plugin", "model")))
+        len(failing), len(comparison), text_table(rows, ("case", "resource", "plugin", "model")))
 
 
 def test_every_device_the_plugin_lists_is_healthy(comparison):

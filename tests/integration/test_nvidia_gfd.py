@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, built_tool, subprocess_env
+from conftest import REPO, built_tool, subprocess_env, text_table
 from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_features, gpu_products, gpu_tables, inventory, mig, nvml_state
 
 BUILD_MOCK = REPO / "tools" / "nvml-mock" / "build.sh"
@@ -237,13 +237,6 @@ def run_gfd(tools, workdir, state_entries, config_text=None, state_env=True):
     return proc, labels
 
 
-def _table(rows, headers):
-    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
-    line = "  ".join("%%-%ds" % width for width in widths)
-    lines = [line % tuple(headers), line % tuple("-" * width for width in widths)] + [line % tuple(row) for row in rows]
-    return "\n".join(text.rstrip() for text in lines)
-
-
 @pytest.fixture(scope="module")
 def comparison(tools, tmp_path_factory):
     """Every case run through GFD and the model: a list of dicts (the case, GFD's labels, the model's, the differences)."""
@@ -264,7 +257,7 @@ def comparison(tools, tmp_path_factory):
              len(r["differences"]), r["gfd"].get("nvidia.com/gpu.product", "-"), r["gfd"].get("nvidia.com/mps.capable", "-"), r["renamed"] or "")
             for r in results]
     print("\nNVIDIA gpu-feature-discovery v0.18.0 over our NVML mock vs the model (%d cases, %.1f s):\n" % (len(results), elapsed))
-    print(_table(rows, ("product (inventory)", "config", "gpus", "MIG devices", "compared", "same", "differ", "GFD gpu.product",
+    print(text_table(rows, ("product (inventory)", "config", "gpus", "MIG devices", "compared", "same", "differ", "GFD gpu.product",
                         "GFD mps.capable", "GFD profile name")))
     by_label = {}
     for result in results:
@@ -278,7 +271,7 @@ def comparison(tools, tmp_path_factory):
         "left out on purpose (ENVIRONMENT_LABELS, GFD wrote %d of %d): %s\n"
         "compared under GFD v0.18.0's profile name (GFD_PROFILE_NAMES): %s"
         % (len(gpu_tables.PRODUCTS), len(CONFIGS) + 1, sum(1 for r in results if r["layout"] != "-"), len(results), elapsed,
-           _table(summary, ("label", "cases", "same", "differ")), len(seen), len(ENVIRONMENT_LABELS),
+           text_table(summary, ("label", "cases", "same", "differ")), len(seen), len(ENVIRONMENT_LABELS),
            ", ".join(key[len("nvidia.com/"):] for key in seen),
            ", ".join("%s %s as %s" % (product, profile, name) for (product, profile), name in sorted(GFD_PROFILE_NAMES.items())))
     )
@@ -291,7 +284,7 @@ def test_gfd_writes_the_models_labels_for_every_product_and_config(comparison):
     failing = [r for r in comparison if r["differences"]]
     rows = [(r["product"], r["config"], r["gpus"], r["layout"], key, gfd, model) for r in failing for key, gfd, model in r["differences"]]
     assert not failing, "%d of %d cases differ from NVIDIA's GFD:\n%s" % (
-        len(failing), len(comparison), _table(rows, ("product", "config", "gpus", "MIG devices", "label", "GFD", "model")))
+        len(failing), len(comparison), text_table(rows, ("product", "config", "gpus", "MIG devices", "label", "GFD", "model")))
 
 
 def test_every_case_compares_the_full_label_set(comparison):
