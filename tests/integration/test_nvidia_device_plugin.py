@@ -240,14 +240,14 @@ def comparison(tools, tmp_path_factory):
     rows = [(r["product"], r["config"] or "(defaults)", r["gpus"], r["strategy"] or "-", r["layout"], _show(r["plugin"]),
              "same" if not r["differences"] else "DIFFERS: model " + _show(r["model"]), r["renamed"]) for r in results]
     table = text_table(rows, ("product", "config", "gpus", "MIG strategy", "MIG devices (GPU 0, GPU 1)", "NVIDIA's plugin lists", "model",
-                          "plugin's profile name"))
+                              "plugin's profile name"))
     print("\nNVIDIA nvidia-device-plugin v0.18.0 over our NVML mock vs the model (%d cases, %.1f s):\n\n%s" % (len(results), elapsed, table))
     by_config = {}
     for result in results:
         counts = by_config.setdefault(result["config"] or "(plugin defaults)", [0, 0])
         counts[1 if result["differences"] else 0] += 1
     summary = text_table([(config, same + differ, same, differ) for config, (same, differ) in sorted(by_config.items())],
-                     ("config", "cases", "same", "differ"))
+                         ("config", "cases", "same", "differ"))
     report = ("nvidia-device-plugin v0.18.0 vs the model: %d products, %d configs, %d MIG layouts; %d cases in %.1f s (%d at a time)\n%s\n"
               "compared under the plugin's profile name (KNOWN_DIFFERENCES, go-nvlib v0.8.1): %s"
               % (len(gpu_products.products()), len(CONFIGS), sum(1 for r in results if r["devices"]), len(results), elapsed, WORKERS, summary,

@@ -258,7 +258,7 @@ def comparison(tools, tmp_path_factory):
             for r in results]
     print("\nNVIDIA gpu-feature-discovery v0.18.0 over our NVML mock vs the model (%d cases, %.1f s):\n" % (len(results), elapsed))
     print(text_table(rows, ("product (inventory)", "config", "gpus", "MIG devices", "compared", "same", "differ", "GFD gpu.product",
-                        "GFD mps.capable", "GFD profile name")))
+                            "GFD mps.capable", "GFD profile name")))
     by_label = {}
     for result in results:
         for key in result["compared"]:
