@@ -51,6 +51,11 @@ def gpu_operator_policy_patch(configmap, default_config, strategy, mig_parted_co
         raise AnsibleFilterError(str(exc)) from None
 
 
+def gpu_operator_config_restarts(daemonsets, configmap, before=None, after=None):
+    """The DaemonSet patches that restart the operator's Pods mounting ``configmap`` when a config they loaded changed."""
+    return _op.config_restarts(daemonsets, configmap, before, after)
+
+
 def gpu_operator_hardware(nodes, product=None):
     """``{node: {gpus, product}}``: the physical GPUs of each inventory node (its own product, its MIG product, or ``product``)."""
     try:
@@ -69,6 +74,7 @@ class FilterModule:
 
     def filters(self):
         return {
+            "gpu_operator_config_restarts": gpu_operator_config_restarts,
             "gpu_operator_expected": gpu_operator_expected,
             "gpu_operator_hardware": gpu_operator_hardware,
             "gpu_operator_mig_parted": gpu_operator_mig_parted,

@@ -49,7 +49,10 @@ __all__ = [
     "CLUSTER_POLICY_GROUP",
     "CLUSTER_POLICY_PLURAL",
     "CLUSTER_POLICY_VERSION",
+    "CONFIG_DIGESTS_ANNOTATION",
     "DEVICE_PLUGIN_CONFIG_LABEL",
+    "DEVICE_PLUGIN_DAEMONSET",
+    "GFD_DAEMONSET",
     "LayoutError",
     "MIG_CONFIG_LABEL",
     "MIG_STATE_LABEL",
@@ -57,6 +60,7 @@ __all__ = [
     "apply_layout",
     "cluster_policy_patch",
     "compare",
+    "config_restarts",
     "layout_digest",
     "likely_causes",
     "mig_parted_config",
@@ -73,6 +77,13 @@ CLUSTER_POLICY_PLURAL = "clusterpolicies"
 CLUSTER_POLICY_KIND = "ClusterPolicy"
 
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+# The operand DaemonSets whose Pods read the device-plugin config (the operator's names); the MPS control daemon's
+# (nvidia-device-plugin-mps-control-daemon) mounts it too where it runs.
+DEVICE_PLUGIN_DAEMONSET = "nvidia-device-plugin-daemonset"
+GFD_DAEMONSET = "gpu-feature-discovery"
+# On the Pod template of each operand DaemonSet that mounts the device-plugin ConfigMap: a digest of each config's
+# content as of the DaemonSet's last restart by the collection (JSON {key: digest}); writing it is the restart.
+CONFIG_DIGESTS_ANNOTATION = "gpushare.k8s/device-plugin-configs"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 MIG_STATE_LABEL = "nvidia.com/mig.config.state"
 MIG_PARTED_KEY = "config.yaml"
@@ -358,6 +369,47 @@ def cluster_policy_patch(device_plugin_configmap, default_config, strategy, mig_
 # --------------------------------------------------------------------------
 # Verification
 # --------------------------------------------------------------------------
+
+
+def _config_digests(data):
+    return {str(key): hashlib.sha256(str(text).encode("utf-8")).hexdigest()[:12] for key, text in (data or {}).items()}
+
+
+def config_restarts(daemonsets, configmap, before, after):
+    """``[{name, changed, definition}]``: the patches (``definition``) that restart each DaemonSet of ``daemonsets`` (as listed) whose Pods mount ConfigMap ``configmap``
+    when a config they may have loaded changed, as ``kubectl rollout restart`` would; ``[]`` when none did.
+
+    NVIDIA's config-manager points the plugin (and GFD) at a config only when the node's label changes, and the
+    operator does not watch the ConfigMap, so an edited config reaches a node at its Pod's next start. A config counts
+    as changed when its content now (``after``, the ConfigMap's data) differs from ``before`` (the data before this
+    run wrote it; ``None``: there was none) or from the digest the DaemonSet's last such restart recorded
+    (:data:`CONFIG_DIGESTS_ANNOTATION`, which also covers a run stopped between the write and the restart), or when
+    it is gone. A config only added changes nothing a Pod loaded. Each patch writes the new digests into the Pod
+    template's annotations (the same content gives the same annotation: a second run restarts nothing); ``changed``
+    names the configs that changed.
+    """
+    now = _config_digests({key: text for key, text in (after or {}).items() if text is not None})  # null: a key a merge patch removes
+    earlier = _config_digests(before)
+    patches = []
+    for daemonset in daemonsets or []:
+        metadata = daemonset.get("metadata") or {}
+        template = (daemonset.get("spec") or {}).get("template") or {}
+        volumes = (template.get("spec") or {}).get("volumes") or []
+        if not any((volume.get("configMap") or {}).get("name") == configmap for volume in volumes):
+            continue
+        try:
+            recorded = json.loads(((template.get("metadata") or {}).get("annotations") or {}).get(CONFIG_DIGESTS_ANNOTATION) or "{}")
+        except ValueError:
+            recorded = {}
+        recorded = recorded if isinstance(recorded, dict) else {}
+        changed = sorted({key for key, digest in list(earlier.items()) + list(recorded.items()) if now.get(key) != digest})
+        if changed:
+            patches.append({"name": metadata.get("name"), "changed": changed, "definition": {
+                "apiVersion": "apps/v1", "kind": "DaemonSet",
+                "metadata": {"name": metadata.get("name"), "namespace": metadata.get("namespace")},
+                "spec": {"template": {"metadata": {"annotations": {CONFIG_DIGESTS_ANNOTATION: json.dumps(now, sort_keys=True)}}}},
+            }})
+    return patches
 
 
 def _labels(node):

@@ -13,21 +13,29 @@ simulated hardware the lab cluster wrote when it created them (annotations ``gpu
   ``pending``, then ``success`` with the layout applied (kept in annotation ``gpushare.k8s/mig-applied``,
   the stand-in's GPUs), or ``failed`` with the reason in ``gpushare.k8s/mig-failure`` when the GPUs
   cannot hold it. A failed or applied layout is not tried again until the label or the layout changes.
-* config manager: the config named by ``nvidia.com/device-plugin.config`` (or the ClusterPolicy default)
-  is read from the ConfigMap the ClusterPolicy names and written, as the ConfigMap holds it, to the node's
-  config file; a missing ConfigMap or key leaves the old advertisement and labels in place, as the real
-  config manager's crash loop does.
-* device plugin: NVIDIA's unmodified ``nvidia-device-plugin`` (:class:`DevicePlugin`), one long-running process
-  per GPU node over our mock ``libnvidia-ml.so.1``, registered with ``device-plugin-kubelet`` (tools/), the
-  kubelet's side of the device-plugin API, which writes the node's capacity and allocatable from the plugin's
-  ``ListAndWatch`` (every other resource kept; an ``nvidia.com/*`` resource no plugin registers is removed after a
-  second). Each node's plugin has its own ``/var/lib/kubelet/device-plugins`` (a user and mount namespace binding
-  the node's directory there). A new config is a SIGHUP (what config-manager sends); a new MIG layout or MIG
-  strategy restarts the plugin (the MIG manager and the operator restart it on a real node). The stand-in
-  computes no count.
+* operand DaemonSets: ``nvidia-device-plugin-daemonset`` and ``gpu-feature-discovery`` in the operator's namespace,
+  derived from the ClusterPolicy as the operator derives them (:func:`operand_daemonset`: ``MIG_STRATEGY``, the
+  device-plugin ConfigMap as a volume, config-manager's init and sidecar containers with ``DEFAULT_CONFIG``), owned
+  by the ClusterPolicy. They select the operator's ``nvidia.com/gpu.deploy.*`` node labels, which the lab's nodes do
+  not carry: no Pod is made; the stand-in runs each node's Pod as processes and the node side reads only the
+  DaemonSets (:func:`daemonset_pod`). A new Pod template (``kubectl rollout restart``, the roles' restart after a
+  config edit, a ClusterPolicy change) restarts the node's processes, as a rollout does.
+* device plugin and config manager: NVIDIA's unmodified ``nvidia-device-plugin`` and ``config-manager``
+  (:class:`DevicePlugin`), one Pod's processes per GPU node over our mock ``libnvidia-ml.so.1``: config-manager once
+  (init) and then beside the plugin (sidecar), following the node's ``nvidia.com/device-plugin.config`` label, the
+  ConfigMap's keys as files (kept in step with the ConfigMap, as the kubelet keeps a volume; nothing is signalled on
+  a content edit) and ``DEFAULT_CONFIG``; the plugin registers with ``device-plugin-kubelet`` (tools/), the kubelet's
+  side of the device-plugin API, which writes the node's capacity and allocatable from the plugin's ``ListAndWatch``
+  (every other resource kept; an ``nvidia.com/*`` resource no plugin registers is removed after a second). Each
+  node's processes have their own user, mount and PID namespace (``/var/lib/kubelet/device-plugins`` is the node's
+  directory; config-manager finds the plugin by name among them). A label naming a missing config makes
+  config-manager exit and leaves the plugin on its old config, as on a real node; a new MIG layout or MIG strategy
+  restarts the processes (the MIG manager and the operator restart them on a real node). The stand-in computes no
+  count.
 * GFD: NVIDIA's ``gpu-feature-discovery --oneshot`` (:class:`Gfd`) over our mock ``libnvidia-ml.so.1``,
   with the node's NVML state file (:mod:`nvml_state`: its product, GPU count and the MIG layout applied),
-  its config file and ``MIG_STRATEGY`` from the ClusterPolicy, as the operator runs it. The stand-in then
+  the config config-manager points the node at (read when it switches or GFD's DaemonSet restarts, as GFD's own
+  config-manager and GFD do) and ``MIG_STRATEGY`` from its DaemonSet. The stand-in then
   does what NFD's worker and master do on a real node: it puts the ``nvidia.com/*`` labels of GFD's output
   file on the node, removes the GFD labels it put there before that GFD no longer writes (their names are
   kept in annotation ``gpushare.k8s/gfd-labels``, as NFD keeps them in ``nfd.node.kubernetes.io/feature-labels``)
@@ -44,7 +52,6 @@ import hashlib
 import json
 import logging
 import os
-import signal
 import subprocess
 import time
 
@@ -243,6 +250,10 @@ _MPS_CONTROL_SCRIPT = """#!/bin/sh
 cat > /dev/null
 echo 100.0
 """
+# The node's copy of the device-plugin ConfigMap (one file per key, as the kubelet mounts a ConfigMap volume) and the
+# directory of the config file config-manager points at one of them (the DaemonSet's shared emptyDir).
+AVAILABLE_CONFIGS = "available-configs"
+CONFIG_DIR = "config"
 # The driver's files the plugin reads (MIG capability minors), bound over /proc/driver in the plugin's namespace.
 PROC_DRIVER = "/proc/driver"
 # In a new user and mount namespace: a private /var/lib (tmpfs) whose kubelet/device-plugins is the node's directory
@@ -251,22 +262,36 @@ _NAMESPACE_SCRIPT = ('set -e; mount -t tmpfs gpushare-node /var/lib; mkdir -p %s
                      % (DEVICE_PLUGIN_PATH, DEVICE_PLUGIN_PATH, PROC_DRIVER))
 
 
-def device_plugin_command(plugin, kubelet, node_dir, config_file=None, node=None, kubeconfig=None, once=False):
+def device_plugin_command(plugin, kubelet, node_dir, config_file=None, node=None, kubeconfig=None, once=False, config_manager=None):
     """``argv`` that runs NVIDIA's ``plugin`` registered with ``kubelet`` (device-plugin-kubelet) for one node.
 
-    Both run in a new user and mount namespace where ``/var/lib/kubelet/device-plugins`` is ``<node_dir>/device-plugins``
-    and ``/proc/driver`` is ``<node_dir>/proc-driver`` (:func:`device_plugin_env` writes it).
+    Both run in a new user, mount and PID namespace where ``/var/lib/kubelet/device-plugins`` is
+    ``<node_dir>/device-plugins`` and ``/proc/driver`` is ``<node_dir>/proc-driver`` (:func:`device_plugin_env` writes
+    it): the node's processes are all config-manager sees when it looks for the plugin by name, as in the operator's
+    Pod (``shareProcessNamespace``). ``config_manager``: NVIDIA's config-manager runs before the plugin and beside it,
+    as the operator's DaemonSet runs it (its environment: :func:`config_manager_env`).
     ``once``: the kubelet program prints what the plugin lists and exits (tests); otherwise it writes ``node``'s
     status through ``kubeconfig`` for as long as its standard input stays open.
     """
     sockets = os.path.join(node_dir, "device-plugins")
-    args = ["unshare", "--user", "--map-current-user", "--mount", "sh", "-c", _NAMESPACE_SCRIPT, sockets, os.path.join(node_dir, "proc-driver"),
-            kubelet, "--dir", DEVICE_PLUGIN_PATH]
+    args = ["unshare", "--user", "--map-current-user", "--mount", "--pid", "--fork", "--mount-proc", "--kill-child",
+            "sh", "-c", _NAMESPACE_SCRIPT, sockets, os.path.join(node_dir, "proc-driver"), kubelet, "--dir", DEVICE_PLUGIN_PATH]
     args += ["--once"] if once else ["--node", node, "--kubeconfig", kubeconfig, "--stdin"]
+    if config_manager:
+        args += ["--config-manager", config_manager]
     args += ["--", plugin]
     if config_file:
         args += ["--config-file", config_file]
     return args
+
+
+def config_manager_env(node_dir, node, kubeconfig, default_config):
+    """The environment the operator's DaemonSet gives NVIDIA's config-manager (both its containers) for one node:
+    the node's label, the ConfigMap's files in ``<node_dir>/available-configs`` (the volume), the config file
+    ``<node_dir>/config/config.yaml`` (the shared emptyDir) and the ClusterPolicy's default config."""
+    return {"KUBECONFIG": kubeconfig, "NODE_NAME": node, "NODE_LABEL": _op.DEVICE_PLUGIN_CONFIG_LABEL,
+            "CONFIG_FILE_SRCDIR": os.path.join(node_dir, AVAILABLE_CONFIGS), "CONFIG_FILE_DST": os.path.join(node_dir, CONFIG_DIR, "config.yaml"),
+            "DEFAULT_CONFIG": default_config or "", "FALLBACK_STRATEGIES": "empty"}
 
 
 def device_plugin_env(mock_dir, node_dir, state_file, gpus, strategy=None, node=None):
@@ -298,17 +323,20 @@ def device_plugin_env(mock_dir, node_dir, state_file, gpus, strategy=None, node=
 
 
 class DevicePlugin:
-    """NVIDIA's nvidia-device-plugin, one long-running process per GPU node, and the kubelet side it registers with.
+    """NVIDIA's nvidia-device-plugin and config-manager, one Pod's worth of long-running processes per GPU node, and
+    the kubelet side the plugin registers with.
 
-    ``binary`` is ``nvidia-device-plugin`` (tools/nvidia/build.sh), ``kubelet`` ``device-plugin-kubelet``
-    (tools/device-plugin-kubelet/build.sh), ``mock_dir`` the mock NVML's directory, ``state_dir`` the nodes' files
-    (the same as :class:`Gfd`'s: ``<state_dir>/<node>/nvml-state`` and ``config.yaml``, and here ``device-plugins/``,
-    ``bin/`` and ``device-plugin.log``). Each process reads the end of its standard input as the stand-in's end.
+    ``binary`` is ``nvidia-device-plugin`` (tools/nvidia/build.sh; ``config-manager`` is beside it), ``kubelet``
+    ``device-plugin-kubelet`` (tools/device-plugin-kubelet/build.sh), ``mock_dir`` the mock NVML's directory,
+    ``state_dir`` the nodes' files (the same as :class:`Gfd`'s: ``<state_dir>/<node>/nvml-state``, and here
+    ``available-configs/``, ``config/``, ``device-plugins/``, ``bin/`` and ``device-plugin.log``). Each process reads
+    the end of its standard input as the stand-in's end.
     """
 
-    def __init__(self, binary, kubelet, mock_dir, state_dir, kubeconfig):
+    def __init__(self, binary, kubelet, mock_dir, state_dir, kubeconfig, config_manager=None):
         self.binary = binary
         self.kubelet = kubelet
+        self.config_manager = config_manager or os.path.join(os.path.dirname(binary), "config-manager")
         self.mock_dir = mock_dir
         self.state_dir = state_dir
         self.kubeconfig = kubeconfig
@@ -318,48 +346,81 @@ class DevicePlugin:
     def node_dir(self, node):
         return os.path.join(self.state_dir, node)
 
-    def ensure(self, node, state_entries, config_text=None, strategy=None):
+    def sync_configs(self, node, configs):
+        """Make ``<node>/available-configs`` hold ``configs`` (the ConfigMap's data), a file per key, as the kubelet
+        keeps a mounted ConfigMap in step with the API server. Nothing is signalled: NVIDIA's config-manager reads these
+        files only when the node's label changes or its Pod starts."""
+        directory = os.path.join(self.node_dir(node), AVAILABLE_CONFIGS)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        for name in set(os.listdir(directory)) - set(configs):
+            os.unlink(os.path.join(directory, name))
+        for name, text in configs.items():
+            path = os.path.join(directory, name)
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    if handle.read() == text:
+                        continue
+            except OSError:
+                pass
+            _write(path, text)
+
+    def config_target(self, node):
+        """The file the node's config file points at now (config-manager's symlink), or ``None`` when there is none."""
+        try:
+            return os.readlink(os.path.join(self.node_dir(node), CONFIG_DIR, "config.yaml"))
+        except OSError:
+            return None
+
+    def ensure(self, node, state_entries, configs=None, default_config=None, strategy=None, pod=None):
         """Have ``node``'s plugin run with these inputs; return what was done (for the log).
 
-        A new config alone is a SIGHUP (the plugin reloads it, as config-manager asks); new simulated GPUs (a MIG
-        layout), a new MIG strategy or a config file that appears or goes restart the plugin. A plugin that exited
-        is started again, not sooner than :data:`DEVICE_PLUGIN_BACKOFF` seconds after its last start.
+        ``configs`` is the data of the ConfigMap the DaemonSet mounts (``None``: the ClusterPolicy names none, so
+        neither config-manager nor a config file), ``default_config`` its ``DEFAULT_CONFIG``, ``strategy`` its
+        ``MIG_STRATEGY``, ``pod`` what identifies the DaemonSet's Pod template (a change is a rollout: a new Pod).
+        A change of the ConfigMap's content only updates the node's files: config-manager acts on label changes,
+        the plugin reads its config when it starts or config-manager signals it. New simulated GPUs (a MIG layout), a
+        new MIG strategy or default config, or a new Pod template restart the processes (the MIG manager and the
+        DaemonSet do on a real node). Processes that exited are started again, not sooner than
+        :data:`DEVICE_PLUGIN_BACKOFF` seconds after their last start.
         """
         directory = self.node_dir(node)
         os.makedirs(directory, mode=0o700, exist_ok=True)
+        if configs is not None:
+            self.sync_configs(node, configs)
         state_text = _nvml.render(state_entries, "gpushare.k8s GPU Operator stand-in: the simulated GPUs of node %s" % node)
-        restart_key = (state_text, strategy, config_text is None)
+        restart_key = (state_text, strategy, configs is None, default_config, pod)
         agent = self._agents.get(node)
         if agent is not None and agent["proc"].poll() is None:
             if agent["restart_key"] == restart_key:
-                if agent["config"] == config_text:
-                    return []
-                _write(os.path.join(directory, "config.yaml"), _text(config_text))
-                agent["proc"].send_signal(signal.SIGHUP)
-                agent["config"] = config_text
-                return ["%s: device plugin reloads its config (SIGHUP)" % node]
+                return []
             self._stop(node)
             reason = "restarted"
         elif agent is not None:
-            if time.monotonic() - agent["started"] < DEVICE_PLUGIN_BACKOFF and agent["restart_key"] == restart_key and agent["config"] == config_text:
+            if time.monotonic() - agent["started"] < DEVICE_PLUGIN_BACKOFF and agent["restart_key"] == restart_key:
                 return []
             reason = "started again (it exited %s; its log: %s)" % (agent["proc"].returncode, os.path.join(directory, "device-plugin.log"))
         else:
             reason = "started"
         state = os.path.join(directory, "nvml-state")
         _write(state, state_text)
-        config = os.path.join(directory, "config.yaml")
-        if config_text is not None:
-            _write(config, _text(config_text))
-        argv = device_plugin_command(self.binary, self.kubelet, directory, config if config_text is not None else None,
-                                     node=node, kubeconfig=self.kubeconfig)
         env = device_plugin_env(self.mock_dir, directory, state, _nvml.device_count(state_entries), strategy, node)
+        config = None
+        if configs is not None:
+            # a new Pod: a new emptyDir for the config file, which config-manager-init points at the node's config
+            config_dir = os.path.join(directory, CONFIG_DIR)
+            os.makedirs(config_dir, mode=0o700, exist_ok=True)
+            config = os.path.join(config_dir, "config.yaml")
+            if os.path.lexists(config):
+                os.unlink(config)
+            env.update(config_manager_env(directory, node, self.kubeconfig, default_config))
+        argv = device_plugin_command(self.binary, self.kubelet, directory, config, node=node, kubeconfig=self.kubeconfig,
+                                     config_manager=self.config_manager if configs is not None else None)
         with open(os.path.join(directory, "device-plugin.log"), "ab") as log:
-            log.write(("\n$ %s (%s)\n" % (" ".join(argv[9:]), reason)).encode("utf-8"))
+            log.write(("\n$ %s (%s)\n" % (" ".join(argv[argv.index(self.kubelet):]), reason)).encode("utf-8"))
             log.flush()
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env)  # pylint: disable=consider-using-with
         self.starts += 1
-        self._agents[node] = {"proc": proc, "restart_key": restart_key, "config": config_text, "started": time.monotonic()}
+        self._agents[node] = {"proc": proc, "restart_key": restart_key, "started": time.monotonic()}
         return ["%s: device plugin %s" % (node, reason)]
 
     def _stop(self, node):
@@ -399,6 +460,83 @@ def _write(path, text):
     os.replace(tmp, path)
 
 
+# The digest of what the stand-in last derived for an operand DaemonSet (the operator keeps nvidia.com/last-applied-hash).
+STANDIN_SPEC_ANNOTATION = "gpushare.k8s/standin-spec"
+# The image of the operand containers: no Pod is run from it (the DaemonSets select the operator's
+# nvidia.com/gpu.deploy.* node labels, which the lab's nodes do not carry); the stand-in runs the containers as processes.
+STANDIN_IMAGE = "gpushare-lab/operand-process:stand-in"
+_CONFIG_MOUNT = {"name": "config", "mountPath": "/config"}
+_AVAILABLE_MOUNT = {"name": "available-configs", "mountPath": "/available-configs"}
+
+
+def _env(**values):
+    return [{"name": key, "value": value} for key, value in values.items()]
+
+
+def operand_daemonset(name, container, namespace, policy):
+    """The operand DaemonSet ``name`` (main container ``container``) the operator derives from ``policy``, as far as
+    the node side reads it: the ClusterPolicy's ``mig.strategy`` as ``MIG_STRATEGY``; with ``devicePlugin.config``, the
+    ConfigMap as a volume, ``CONFIG_FILE`` and config-manager's init and sidecar containers with the operator's
+    environment (``DEFAULT_CONFIG``, ``FALLBACK_STRATEGIES=empty``, ``ONESHOT``, ``SEND_SIGNAL``, ``PROCESS_TO_SIGNAL``).
+    """
+    spec = policy.get("spec") or {}
+    config = (spec.get("devicePlugin") or {}).get("config") or {}
+    strategy = (spec.get("mig") or {}).get("strategy")
+    main = {"name": container, "image": STANDIN_IMAGE, "env": _env(**({"MIG_STRATEGY": strategy} if strategy else {}))}
+    if container == "nvidia-device-plugin":
+        main["env"] += _env(MPS_ROOT=MPS_ROOT)
+    pod = {"nodeSelector": {"nvidia.com/gpu.deploy.%s" % ("device-plugin" if container == "nvidia-device-plugin" else container): "true"},
+           "containers": [main]}
+    if config.get("name"):
+        main["env"] += _env(CONFIG_FILE="/config/config.yaml")
+        main["volumeMounts"] = [_CONFIG_MOUNT]
+        common = dict(NODE_LABEL=_op.DEVICE_PLUGIN_CONFIG_LABEL, CONFIG_FILE_SRCDIR="/available-configs", CONFIG_FILE_DST="/config/config.yaml",
+                      DEFAULT_CONFIG=config.get("default") or "", FALLBACK_STRATEGIES="empty")
+        pod["initContainers"] = [{"name": "config-manager-init", "image": STANDIN_IMAGE, "volumeMounts": [_AVAILABLE_MOUNT, _CONFIG_MOUNT],
+                                  "env": _env(ONESHOT="true", SEND_SIGNAL="false", **common)}]
+        pod["containers"].append({"name": "config-manager", "image": STANDIN_IMAGE, "volumeMounts": [_AVAILABLE_MOUNT, _CONFIG_MOUNT],
+                                  "env": _env(ONESHOT="false", SEND_SIGNAL="true", SIGNAL="1", PROCESS_TO_SIGNAL=container, **common)})
+        pod["shareProcessNamespace"] = True
+        pod["volumes"] = [{"name": "available-configs", "configMap": {"name": config["name"]}}, {"name": "config", "emptyDir": {}}]
+    labels = {"app": name}
+    metadata = policy.get("metadata") or {}
+    body = {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels),
+                     "ownerReferences": [{"apiVersion": _op.CLUSTER_POLICY_GROUP + "/" + _op.CLUSTER_POLICY_VERSION, "kind": _op.CLUSTER_POLICY_KIND,
+                                          "name": metadata.get("name"), "uid": metadata.get("uid"), "controller": True}],
+                     "annotations": {}},
+        "spec": {"selector": {"matchLabels": dict(labels)}, "template": {"metadata": {"labels": dict(labels)}, "spec": pod}},
+    }
+    body["metadata"]["annotations"][STANDIN_SPEC_ANNOTATION] = hashlib.sha256(json.dumps(body["spec"], sort_keys=True).encode("utf-8")).hexdigest()[:16]
+    return body
+
+
+def daemonset_pod(daemonset):
+    """What a node reads of an operand DaemonSet: ``pod`` (a digest of its Pod template: a new one is a rollout),
+    ``configmap`` (the ConfigMap its volume mounts, or ``None``), ``default_config`` (config-manager's
+    ``DEFAULT_CONFIG``) and ``strategy`` (the main container's ``MIG_STRATEGY``, or ``None``)."""
+    template = (daemonset.get("spec") or {}).get("template") or {}
+    pod = template.get("spec") or {}
+
+    def env_of(containers, name, key):
+        for container in containers or []:
+            if container.get("name") == name:
+                for item in container.get("env") or []:
+                    if item.get("name") == key:
+                        return item.get("value")
+        return None
+
+    main = [c for c in pod.get("containers") or [] if c.get("name") != "config-manager"]
+    configmap = next((v["configMap"].get("name") for v in pod.get("volumes") or [] if v.get("configMap")), None)
+    return {
+        "pod": hashlib.sha256(json.dumps(template, sort_keys=True).encode("utf-8")).hexdigest()[:16],
+        "configmap": configmap,
+        "default_config": env_of(pod.get("initContainers"), "config-manager-init", "DEFAULT_CONFIG"),
+        "strategy": env_of(main[:1], main[0]["name"] if main else "", "MIG_STRATEGY") or None,
+    }
+
+
 class StandIn:
     """The reconcile pass. ``reconcile()`` returns a list of what it changed (for the log)."""
 
@@ -410,6 +548,8 @@ class StandIn:
         self._device_plugin = device_plugin
         self._namespace = namespace
         self._timeout = timeout
+        # per node: (config file target, GFD Pod template) -> the config text GFD loaded then
+        self._gfd_loaded = {}
 
     # -- reads ---------------------------------------------------------------
 
@@ -437,6 +577,16 @@ class StandIn:
                 return None
             raise
 
+    def daemonsets(self):
+        """The operand DaemonSets of the operator's namespace, by name."""
+        try:
+            page = call_json(Route(self._api_client, "GET", api_path("apps/v1", "daemonsets", self._namespace)), timeout=self._timeout)
+        except ApiCallError as exc:
+            if exc.status == 404:
+                return {}
+            raise
+        return {item["metadata"]["name"]: item for item in page.get("items") or []}
+
     # -- writes --------------------------------------------------------------
 
     def _patch_metadata(self, name, labels=None, annotations=None):
@@ -449,6 +599,29 @@ class StandIn:
             call_json(Route(self._api_client, "PATCH", api_path("v1", "nodes", name=name)), {"metadata": metadata}, timeout=self._timeout,
                       _content_type=MERGE_PATCH)
 
+    def _ensure_daemonsets(self, policy):
+        """Create or update the operand DaemonSets the operator derives from ``policy`` (:func:`operand_daemonset`) and
+        return them as stored. A DaemonSet is written only when what the stand-in derives changed (its digest is kept
+        in an annotation, as the operator keeps ``nvidia.com/last-applied-hash``); its Pod template's annotations
+        (``kubectl rollout restart``'s, the roles') are never touched."""
+        live = self.daemonsets()
+        stored = {}
+        for name, container in ((_op.DEVICE_PLUGIN_DAEMONSET, "nvidia-device-plugin"), (_op.GFD_DAEMONSET, "gpu-feature-discovery")):
+            wanted = operand_daemonset(name, container, self._namespace, policy)
+            current = live.get(name)
+            digest = wanted["metadata"]["annotations"][STANDIN_SPEC_ANNOTATION]
+            if current is not None and (current["metadata"].get("annotations") or {}).get(STANDIN_SPEC_ANNOTATION) == digest:
+                stored[name] = current
+                continue
+            route = Route(self._api_client, "POST" if current is None else "PATCH", api_path("apps/v1", "daemonsets", self._namespace, None if current is None else name))
+            if current is None:
+                stored[name] = call_json(route, wanted, timeout=self._timeout)
+            else:
+                patch = {"metadata": {"annotations": wanted["metadata"]["annotations"], "ownerReferences": wanted["metadata"]["ownerReferences"]},
+                         "spec": {"template": {"spec": wanted["spec"]["template"]["spec"]}}}
+                stored[name] = call_json(route, patch, timeout=self._timeout, _content_type=MERGE_PATCH)
+        return stored
+
     # -- the pass ------------------------------------------------------------
 
     def reconcile(self):
@@ -458,9 +631,12 @@ class StandIn:
         if policy is None:  # no operator: no operand runs
             return self._device_plugin.keep_only(())
         spec = policy.get("spec") or {}
-        dp_config = (spec.get("devicePlugin") or {}).get("config") or {}
         mm_config = (spec.get("migManager") or {}).get("config") or {}
-        dp_data = self.configmap_data(dp_config.get("name"))
+        # the node side reads the DaemonSets, as the kubelet and config-manager on a real node do
+        daemonsets = self._ensure_daemonsets(policy)
+        plugin_pod = daemonset_pod(daemonsets[_op.DEVICE_PLUGIN_DAEMONSET])
+        gfd_pod = daemonset_pod(daemonsets[_op.GFD_DAEMONSET])
+        plugin_pod["data"] = self.configmap_data(plugin_pod["configmap"])
         mm_data = self.configmap_data(mm_config.get("name"))
         actions = []
         gpu_nodes = []
@@ -469,7 +645,7 @@ class StandIn:
             if hardware is None:
                 continue
             gpu_nodes.append(node["metadata"]["name"])
-            actions.extend(self._reconcile_node(node, hardware, spec, dp_config, dp_data, mm_config, mm_data))
+            actions.extend(self._reconcile_node(node, hardware, plugin_pod, gfd_pod, mm_config, mm_data))
         return actions + self._device_plugin.keep_only(gpu_nodes)
 
     def _mig_manager(self, node, hardware, mm_config, mm_data):
@@ -529,33 +705,45 @@ class StandIn:
         )
         return new_state, ["%s: mig.config %s applied" % (name, wanted)]
 
-    def _reconcile_node(self, node, hardware, spec, dp_config, dp_data, mm_config, mm_data):
+    def _reconcile_node(self, node, hardware, plugin_pod, gfd_pod, mm_config, mm_data):
         name = node["metadata"]["name"]
         gpus, product = hardware
         gpu_state, actions = self._mig_manager(node, hardware, mm_config, mm_data)
         labels = node["metadata"].get("labels") or {}
-        key = labels.get(_op.DEVICE_PLUGIN_CONFIG_LABEL) or dp_config.get("default")
-        config = None
-        if dp_config.get("name"):
-            if dp_data is None or not key or key not in dp_data:
-                _LOG.warning("%s: config %r not in ConfigMap %s/%s: keeping the old advertisement (the config manager would crash-loop)",
-                             name, key, self._namespace, dp_config.get("name"))
+        configs = None
+        if plugin_pod["configmap"]:
+            if plugin_pod["data"] is None:
+                # the kubelet cannot mount a missing ConfigMap: the Pod does not start, the running one keeps going
+                _LOG.warning("%s: ConfigMap %s/%s the device plugin's DaemonSet mounts does not exist: its Pod cannot start",
+                             name, self._namespace, plugin_pod["configmap"])
                 return actions
-            try:
-                config = _dp.parse_config(dp_data[key], name=key)
-            except _dp.ConfigError as exc:
-                _LOG.warning("%s: config %s is invalid, keeping the old advertisement: %s", name, key, exc)
-                return actions
-        policy_strategy = (spec.get("mig") or {}).get("strategy")
-        config_text = dp_data[key] if config is not None else None
+            configs = plugin_pod["data"]
         try:
             state = _nvml.node_state(product, gpus, node=name, mig_devices=mig_devices(gpu_state))
         except _nvml.NvmlStateError as exc:
             _LOG.warning("%s: the simulated GPUs cannot be described to NVIDIA's binaries: %s", name, exc)
             return actions
-        actions.extend(self._device_plugin.ensure(name, state, config_text, policy_strategy))
+        actions.extend(self._device_plugin.ensure(name, state, configs, plugin_pod["default_config"], plugin_pod["strategy"], plugin_pod["pod"]))
+        config_text = None
+        if configs is not None:
+            # GFD follows the same label with its own config-manager and, like the plugin, reads the file it points at
+            # when it switches or when its Pod starts: a content edit alone reaches it at a restart of its DaemonSet.
+            target = self._device_plugin.config_target(name)
+            if target is None:
+                return actions  # config-manager-init has not pointed the node's config file yet
+            key = (target, gfd_pod["pod"])
+            loaded = self._gfd_loaded.get(name)
+            if loaded is None or loaded[0] != key:
+                try:
+                    with open(target, encoding="utf-8") as handle:
+                        loaded = (key, handle.read())
+                except OSError as exc:
+                    _LOG.warning("%s: cannot read the config file config-manager points at: %s", name, exc)
+                    return actions
+                self._gfd_loaded[name] = loaded
+            config_text = loaded[1]
         try:
-            gfd_labels = self._gfd.labels(name, state, config_text, policy_strategy)
+            gfd_labels = self._gfd.labels(name, state, config_text, gfd_pod["strategy"])
         except GfdError as exc:
             # said once per input: the same inputs do not run GFD again, and a pass comes every few seconds
             (_LOG.debug if getattr(exc, "repeated", False) else _LOG.warning)(

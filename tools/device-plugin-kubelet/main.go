@@ -9,13 +9,23 @@
 // match --prefix and are on the node when the program starts count as gone away at the start. No other resource of
 // the node is written.
 //
-//	device-plugin-kubelet --node NAME --kubeconfig FILE --dir DIR [--prefix nvidia.com/] [--grace 1s] [--stdin] -- COMMAND [ARG...]
+//	device-plugin-kubelet --node NAME --kubeconfig FILE --dir DIR [--prefix nvidia.com/] [--grace 1s] [--stdin]
+//	    [--config-manager PATH [--sidecar-backoff 10s]] -- COMMAND [ARG...]
 //	device-plugin-kubelet --once --dir DIR [--quiet 1s] -- COMMAND [ARG...]
 //
 // COMMAND (the device plugin, in the caller's namespaces) runs as a child, its output on this program's standard
 // error; SIGHUP is passed on to it (NVIDIA's plugin restarts its plugins on SIGHUP, as config-manager asks it to),
 // SIGTERM and SIGINT stop it and then this program; so does the end of standard input with --stdin (the caller that
 // started this program has gone). When the child exits, so does this program, with the child's status.
+//
+// COMMAND runs with its base name as argv[0] (the operator's entrypoint runs `exec nvidia-device-plugin`), so that
+// NVIDIA's config-manager finds it by name. --config-manager runs NVIDIA's config-manager as the operator's
+// DaemonSet does (run this program in a PID namespace of its own: config-manager looks for the plugin among all
+// processes it sees): once before COMMAND as the init container (ONESHOT=true, SEND_SIGNAL=false; if it fails, this
+// program exits 1 without starting COMMAND) and then beside it as the sidecar (ONESHOT=false, SEND_SIGNAL=true,
+// SIGNAL=1, PROCESS_TO_SIGNAL=COMMAND's base name), started again --sidecar-backoff after each exit, doubling up
+// to five minutes as the kubelet's crash-loop back-off does. The rest of config-manager's environment (NODE_NAME,
+// KUBECONFIG, CONFIG_FILE_SRCDIR, CONFIG_FILE_DST, DEFAULT_CONFIG, FALLBACK_STRATEGIES) is this program's own.
 //
 // --once writes nothing to a cluster: it waits until the plugin has started all its plugins (it has said "Retrieving
 // plugins." or "No devices found", and no registration or device list came for --quiet), prints what each resource
@@ -239,14 +249,24 @@ func main() {
 	stdin := flag.Bool("stdin", false, "stop when standard input ends (the caller has gone)")
 	once := flag.Bool("once", false, "print what the plugin lists once it has started, write nothing to a cluster, and exit")
 	quiet := flag.Duration("quiet", time.Second, "with --once: how long after the last registration or list the plugin counts as started")
+	configManager := flag.String("config-manager", "", "NVIDIA's config-manager: run once before COMMAND and then beside it")
+	backoff := flag.Duration("sidecar-backoff", 10*time.Second, "with --config-manager: the first wait before the sidecar is started again")
 	flag.Parse()
 	if flag.NArg() == 0 || (!*once && (*node == "" || *kubeconfig == "")) {
 		fmt.Fprintln(os.Stderr, "usage: device-plugin-kubelet --node NAME --kubeconfig FILE --dir DIR [--prefix P] [--grace D] [--stdin] -- COMMAND [ARG...]\n"+
+			"           [--config-manager PATH [--sidecar-backoff D]]\n"+
 			"       device-plugin-kubelet --once --dir DIR [--quiet D] -- COMMAND [ARG...]")
 		os.Exit(2)
 	}
 	k := &kubelet{dir: *dir, node: *node, grace: *grace, once: *once, events: make(chan struct{}, 1),
 		generation: map[string]int{}, live: map[string]bool{}, written: map[string][2]int{}}
+	if *configManager != "" {
+		if err := initContainer(*configManager); err != nil {
+			log.Printf("config-manager (init) failed, %s not started: %v", flag.Arg(0), err)
+			os.Exit(1)
+		}
+		go sidecar(*configManager, filepath.Base(flag.Arg(0)), *backoff)
+	}
 	if err := run(k, *kubeconfig, *prefix, *stdin, *quiet, flag.Args()); err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
@@ -288,6 +308,7 @@ func run(k *kubelet, kubeconfig, prefix string, stdin bool, quiet time.Duration,
 	}
 
 	child := exec.Command(command[0], command[1:]...)
+	child.Args[0] = filepath.Base(command[0])
 	// the plugin ends with this program, whatever ends it
 	child.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	output, err := child.StderrPipe()
@@ -370,5 +391,40 @@ func run(k *kubelet, kubeconfig, prefix string, stdin bool, quiet time.Duration,
 			}
 			return err
 		}
+	}
+}
+
+// configManagerCommand is NVIDIA's config-manager with the environment of one of the operator's two containers.
+func configManagerCommand(path string, env ...string) *exec.Cmd {
+	cmd := exec.Command(path)
+	cmd.Args[0] = filepath.Base(path)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout = os.Stderr
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	return cmd
+}
+
+// initContainer runs config-manager once, as the operator's config-manager-init container: it points the config
+// file at the node's config (label, else DEFAULT_CONFIG, else FALLBACK_STRATEGIES) before the plugin starts.
+func initContainer(path string) error {
+	log.Printf("running %s once (the config-manager-init container)", path)
+	return configManagerCommand(path, "ONESHOT=true", "SEND_SIGNAL=false", "SIGNAL=", "PROCESS_TO_SIGNAL=").Run()
+}
+
+// sidecar runs config-manager beside the plugin for as long as this program runs, as the operator's config-manager
+// container: on a change of the node's label it repoints the config file and sends SIGHUP to the process named
+// process. Each exit is followed by a wait that starts at backoff and doubles up to five minutes.
+func sidecar(path, process string, backoff time.Duration) {
+	wait := backoff
+	for {
+		start := time.Now()
+		err := configManagerCommand(path, "ONESHOT=false", "SEND_SIGNAL=true", "SIGNAL=1", "PROCESS_TO_SIGNAL="+process).Run()
+		if time.Since(start) > 10*time.Minute {
+			wait = backoff // ran long enough: the back-off starts again, as the kubelet's does
+		}
+		log.Printf("config-manager (sidecar) exited (%v); started again in %s", err, wait)
+		time.Sleep(wait)
+		wait = min(2*wait, 5*time.Minute)
 	}
 }

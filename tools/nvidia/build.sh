@@ -4,7 +4,7 @@
 #
 #   tools/nvidia/build.sh [CACHE_DIR]    # default: ${XDG_CACHE_HOME:-~/.cache}/gpushare
 #
-# The commands are gpu-feature-discovery (GFD) and nvidia-device-plugin, which the tests and the operator lab's
+# The commands are gpu-feature-discovery (GFD), nvidia-device-plugin and config-manager, which the tests and the operator lab's
 # stand-in run over our mock libnvidia-ml.so.1 (tools/nvml-mock). The binaries land in
 # CACHE_DIR/nvidia-k8s-device-plugin-<version>-<digest of go.mod, go.sum, the commands and the build's flags>/, so a
 # new pin, a new command or new build flags build anew and an unchanged one is reused without running Go.
@@ -20,7 +20,7 @@ src=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$src/../lib/cached-build.sh"
 cache=${1:-${XDG_CACHE_HOME:-$HOME/.cache}/gpushare}
 module=github.com/NVIDIA/k8s-device-plugin
-commands=(gpu-feature-discovery nvidia-device-plugin)
+commands=(gpu-feature-discovery nvidia-device-plugin config-manager)
 version=$(awk -v m="$module" '$1 == m {print $2}' "$src/go.mod")
 [[ -n "$version" ]] || { echo "[build nvidia] $src/go.mod requires no $module" >&2; exit 2; }
 # NVIDIA's release flags (the module's Makefile): the version the commands report, and the external linker flags

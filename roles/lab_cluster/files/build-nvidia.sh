@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build (or find in the cache) what the GPU Operator stand-in runs for each GPU node: NVIDIA's unmodified
-# gpu-feature-discovery and nvidia-device-plugin (TOOLS/nvidia/build.sh), our mock libnvidia-ml.so.1
+# gpu-feature-discovery, nvidia-device-plugin and config-manager (TOOLS/nvidia/build.sh), our mock libnvidia-ml.so.1
 # (TOOLS/nvml-mock/build.sh), the kubelet side of the device-plugin API (TOOLS/device-plugin-kubelet/build.sh) and
 # the ClusterPolicy CRD generated from NVIDIA's gpu-operator types (TOOLS/clusterpolicy-crd/build.sh):
 #
@@ -23,7 +23,7 @@ mock=$("$tools/nvml-mock/build.sh" "$cache" 2>> "$progress") || fail
 kubelet=$("$tools/device-plugin-kubelet/build.sh" "$cache" 2>> "$progress") || fail
 crd=$("$tools/clusterpolicy-crd/build.sh" "$cache" 2>> "$progress") || fail
 cat "$progress" >&2
-for built in "$gfd/gpu-feature-discovery" "$gfd/nvidia-device-plugin" "$mock/libnvidia-ml.so.1" "$kubelet" "$crd"; do
+for built in "$gfd/gpu-feature-discovery" "$gfd/nvidia-device-plugin" "$gfd/config-manager" "$mock/libnvidia-ml.so.1" "$kubelet" "$crd"; do
   [[ -f "$built" ]] || { echo "[build nvidia] $built is missing after the build" >&2; exit 1; }
 done
 printf '%s\n%s\n%s\n%s\n%s\n' "$gfd/gpu-feature-discovery" "$mock" "$gfd/nvidia-device-plugin" "$kubelet" "$crd"
