@@ -438,6 +438,16 @@ class DevicePlugin:
         elif proc.stdin:
             proc.stdin.close()
 
+    def nodes(self):
+        """The nodes whose processes the stand-in started."""
+        return sorted(self._agents)
+
+    def next_restart(self):
+        """Seconds until the earliest exited node's processes may start again (``None``: none exited): the caller's next
+        pass is due then, as the kubelet restarts a crashed container without any event."""
+        due = [agent["started"] + DEVICE_PLUGIN_BACKOFF - time.monotonic() for agent in self._agents.values() if agent["proc"].poll() is not None]
+        return max(0.0, min(due)) if due else None
+
     def keep_only(self, nodes):
         """Stop the plugins of nodes not in ``nodes`` (deleted, or no ClusterPolicy any more); return what was done."""
         gone = sorted(set(self._agents) - set(nodes))
@@ -552,6 +562,16 @@ class StandIn:
         self._gfd_loaded = {}
 
     # -- reads ---------------------------------------------------------------
+
+    def next_restart(self):
+        """Seconds until a node's exited processes are due to start again, or ``None`` (see :meth:`DevicePlugin.next_restart`)."""
+        return None if self._device_plugin is None else self._device_plugin.next_restart()
+
+    def config_targets(self):
+        """``{node: file}``: what each running node's config file points at now (read from disk: no API call)."""
+        if self._device_plugin is None:
+            return {}
+        return {node: self._device_plugin.config_target(node) for node in self._device_plugin.nodes()}
 
     def cluster_policy(self):
         """The ClusterPolicy (the first by name; the operator allows one), or ``None``."""

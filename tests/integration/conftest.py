@@ -137,17 +137,22 @@ def kubeconfig() -> str:
     return str(KUBECONFIG)
 
 
-@pytest.fixture(scope="session")
-def kubectl_path() -> str:
-    """kubectl as the lab cluster uses it (kwokctl's own config names it)."""
+def kubectl_of(kubeconfig) -> str:
+    """kubectl as the lab cluster of ``kubeconfig`` uses it (kwokctl's own config, beside the kubeconfig, names it)."""
     import yaml
 
-    cfg = KUBECONFIG.parent / "kwok.yaml"
+    cfg = Path(kubeconfig).parent / "kwok.yaml"
     for doc in yaml.safe_load_all(cfg.read_text()) if cfg.is_file() else []:
         binary = ((doc or {}).get("options") or {}).get("kubectlBinary")
         if binary and os.path.isfile(binary):
             return binary
     return "kubectl"
+
+
+@pytest.fixture(scope="session")
+def kubectl_path() -> str:
+    """kubectl as the lab cluster uses it (kwokctl's own config names it)."""
+    return kubectl_of(KUBECONFIG)
 
 
 @pytest.fixture(scope="session")

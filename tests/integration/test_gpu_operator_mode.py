@@ -9,7 +9,8 @@ In order, on one cluster:
    each GPU node's nvidia.com/* labels are what NVIDIA's gpu-feature-discovery writes for it (run again here, over
    the same mock NVML, with the node's GPUs, config and MIG strategy), its CUDA and driver labels included, and a
    node relabelled to the mps config gets GFD's nvidia.com/mps.capable=true;
-4. the stand-in acts on labels and ConfigMap edits (8 -> 2 -> 8, replicas 4 -> 2: 8 -> 4);
+4. NVIDIA's config-manager acts on labels (8 -> 2 -> 8); a ConfigMap edit (replicas 4 -> 2) changes nothing until the
+   operator's DaemonSets restart (8 -> 4), by hand or by the config role;
 5. a layout the GPUs cannot hold ends in mig.config.state=failed, and the role fails with the reason;
 6. stand-in stopped: step 2 fails naming what did not happen; the test answering as the operator
    would lets the role pass; after a restart the lab completes;
@@ -28,7 +29,7 @@ import time
 import pytest
 from kubernetes import client
 
-from conftest import built_tool
+from conftest import built_tool, kubectl_of
 from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_operator_standin as standin, nvml_state
 from reliability import LAB_VARS, Background, OwnCluster, output, playbook, recap, snapshot, tail, wait_until
 
@@ -41,6 +42,8 @@ CONFIG_LABEL = "nvidia.com/device-plugin.config"
 STATE_LABEL = "nvidia.com/mig.config.state"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 A100_80 = "NVIDIA-A100-SXM4-80GB"
+# The GPU Operator's DaemonSets whose Pods load the device-plugin config.
+DAEMONSETS = ("nvidia-device-plugin-daemonset", "gpu-feature-discovery")
 # The nvidia.com/* labels of a node that are not GFD's: the collection's and the MIG manager's.
 NOT_GFD = {CONFIG_LABEL, "nvidia.com/mig.config", STATE_LABEL}
 # Labels only NVIDIA's GFD writes (the model has no driver): their presence shows GFD labelled the node.
@@ -311,7 +314,21 @@ def test_h100_and_b200_nodes_are_labelled_by_gfd_as_the_role_predicts(cluster, g
         core.delete_node(name)
 
 
-def test_relabel_and_configmap_edit_are_advertised(cluster):
+def rollout_restart(cluster, *daemonsets):
+    """What NVIDIA documents for an edited config: ``kubectl rollout restart`` of the operator's DaemonSets."""
+    subprocess.run([kubectl_of(cluster.kubeconfig), "--kubeconfig", str(cluster.kubeconfig), "-n", NS, "rollout", "restart",
+                    *("daemonset/" + name for name in daemonsets)], check=True, capture_output=True, text=True, timeout=60)
+
+
+def shared_state(core):
+    return gpus(core, "lab-node-1"), labels(core, "lab-node-1").get("nvidia.com/gpu.replicas")
+
+
+def test_relabel_is_advertised_and_a_configmap_edit_waits_for_a_restart(cluster):
+    """A relabel reaches the node through NVIDIA's config-manager (it repoints the config file and signals the plugin).
+    An edit of the config's content alone changes nothing, as on a real GPU Operator cluster (config-manager acts on
+    label changes, the operator does not watch the ConfigMap); ``kubectl rollout restart`` of the device plugin's and
+    GFD's DaemonSets applies it."""
     core = cluster.core
     for config, want in (("default", "2"), ("shared", "8")):
         relabel(core, "lab-node-1", config)
@@ -325,13 +342,54 @@ def test_relabel_and_configmap_edit_are_advertised(cluster):
     assert "replicas: 4" in shared
     core.patch_namespaced_config_map("device-plugin-configs", NS, {"data": {"shared": shared.replace("replicas: 4", "replicas: 2")}})
     try:
-        wait_until(lambda: (gpus(core, "lab-node-1"), labels(core, "lab-node-1").get("nvidia.com/gpu.replicas")) == ({"nvidia.com/gpu": "4"}, "2"),
-                   timeout=10, what="lab-node-1 -> 4, label replicas 2 (replicas 2)")
+        time.sleep(3)  # a pass takes well under a second
+        assert shared_state(core) == ({"nvidia.com/gpu": "8"}, "4")
+        rollout_restart(cluster, *DAEMONSETS)
+        wait_until(lambda: shared_state(core) == ({"nvidia.com/gpu": "4"}, "2"), timeout=15, what="lab-node-1 -> 4, label replicas 2 (replicas 2)")
         assert gpus(core, "lab-node-0") == {"nvidia.com/gpu": "2"}  # the default config did not change
     finally:
         core.patch_namespaced_config_map("device-plugin-configs", NS, {"data": {"shared": shared}})
-    wait_until(lambda: (gpus(core, "lab-node-1"), labels(core, "lab-node-1").get("nvidia.com/gpu.replicas")) == ({"nvidia.com/gpu": "8"}, "4"),
-               timeout=10, what="lab-node-1 back to 8, label replicas 4")
+        rollout_restart(cluster, *DAEMONSETS)
+    wait_until(lambda: shared_state(core) == ({"nvidia.com/gpu": "8"}, "4"), timeout=15, what="lab-node-1 back to 8, label replicas 4")
+
+
+def test_the_config_role_restarts_the_operators_pods_when_a_config_changes(cluster, tmp_path):
+    """device_plugin_config in operator mode (what a lab re-run with new replicas and gpu_sharing do): the changed
+    config reaches the node already on it without a hand-made restart; the same content again restarts nothing;
+    a config only added restarts nothing."""
+    core = cluster.core
+    apps = client.AppsV1Api(core.api_client)
+
+    def templates():
+        return {name: apps.read_namespaced_daemon_set(name, NS).spec.template.metadata.annotations
+                for name in DAEMONSETS}
+
+    def run(replicas, extra=None):
+        configs = json.loads(json.dumps(LAB_VARS["gpushare_device_plugin_configs"]))
+        configs["shared"]["sharing"]["timeSlicing"]["resources"][0]["replicas"] = replicas
+        configs.update(extra or {})
+        proc = playbook("tests/integration/playbooks/role.yml", {
+            "gpushare_kubeconfig": str(cluster.kubeconfig), "it_role": "gpushare.k8s.device_plugin_config",
+            "device_plugin_config_namespace": NS, "device_plugin_config_configmap": "device-plugin-configs",
+            "device_plugin_config_configs": configs, "device_plugin_config_keys": [], "device_plugin_config_file": "",
+            "device_plugin_config_restart_operands": True})
+        assert proc.returncode == 0, tail(proc)
+        return proc
+
+    assert shared_state(core) == ({"nvidia.com/gpu": "8"}, "4")
+    try:
+        proc = run(2)
+        assert "(shared changed)" in output(proc), tail(proc)
+        wait_until(lambda: shared_state(core) == ({"nvidia.com/gpu": "4"}, "2"), timeout=15, what="lab-node-1 -> 4, label replicas 2")
+        restarted = templates()
+        assert recap(run(2))["changed"] == 0  # the same content: nothing written, nothing restarted
+        extra = {"it-extra": {"version": "v1", "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 3}]}}}}
+        proc = run(2, extra)
+        assert recap(proc)["changed"] == 1 and templates() == restarted, tail(proc)  # the ConfigMap only: an added config restarts nothing
+    finally:
+        core.patch_namespaced_config_map("device-plugin-configs", NS, {"data": {"it-extra": None}})
+        run(4)
+    wait_until(lambda: shared_state(core) == ({"nvidia.com/gpu": "8"}, "4"), timeout=15, what="lab-node-1 back to 8, label replicas 4")
 
 
 def test_missing_key_no_label_and_unknown_layout_end_as_on_an_operator_cluster(cluster):
@@ -352,7 +410,8 @@ def test_missing_key_no_label_and_unknown_layout_end_as_on_an_operator_cluster(c
         assert labels(core, "lab-node-0")[CONFIG_LABEL] == default
         want = gpus(core, "lab-node-0")
         core.patch_node("lab-node-1", {"metadata": {"labels": {CONFIG_LABEL: None}}})
-        wait_until(lambda: gpus(core, "lab-node-1") == want, timeout=10, what=f"lab-node-1 without a label to advertise {want} ({default})")
+        # config-manager exited on the missing key and is in its crash-loop back-off (10 s) until it reads the label again
+        wait_until(lambda: gpus(core, "lab-node-1") == want, timeout=30, what=f"lab-node-1 without a label to advertise {want} ({default})")
     finally:
         relabel(core, "lab-node-1", "shared")
     wait_until(lambda: gpus(core, "lab-node-1") == {"nvidia.com/gpu": "8"}, timeout=10, what="lab-node-1 back to shared")

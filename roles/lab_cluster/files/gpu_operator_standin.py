@@ -4,8 +4,9 @@
 
 """The lab cluster's GPU Operator stand-in, run by kwokctl as one of the cluster's components.
 
-Watches Nodes, the ConfigMaps of the operator namespace and ClusterPolicies; every event (and every
-``--resync`` seconds, and after any watch or API error) triggers one reconcile pass of
+Watches Nodes, the ConfigMaps and DaemonSets of the operator namespace and ClusterPolicies, and each node's config
+file (NVIDIA's config-manager repoints it); every event (and every ``--resync`` seconds, and after any watch or API
+error) triggers one reconcile pass of
 ``plugins/module_utils/gpu_operator_standin.py``, which holds all the logic. It runs NVIDIA's
 gpu-feature-discovery (``--gfd``) and keeps NVIDIA's device plugin (``--device-plugin``, registered with
 ``--device-plugin-kubelet``) running over our mock NVML library (``--nvml-mock``, its directory) for each GPU
@@ -124,6 +125,17 @@ def main(argv=None):
         plugins.close()
 
 
+def _follow_config_files(standin, trigger, stop, interval=0.2):
+    """Set ``trigger`` when NVIDIA's config-manager repoints a node's config file (after a label change, shortly after
+    the pass the label change started), so that GFD reads the config it now names, as GFD's own config-manager would."""
+    seen = None
+    while not stop.wait(interval):
+        targets = standin.config_targets()
+        if seen is not None and targets != seen:
+            trigger.set()
+        seen = targets
+
+
 def _loop(args, standin, api_client, stop, log):
     """Reconcile on every event (and every ``--resync`` seconds) until ``stop``."""
     from kubernetes import client as k8s_client
@@ -131,17 +143,21 @@ def _loop(args, standin, api_client, stop, log):
     trigger = threading.Event()
     trigger.set()
     core = k8s_client.CoreV1Api(api_client)
+    apps = k8s_client.AppsV1Api(api_client)
     custom = k8s_client.CustomObjectsApi(api_client)
     watches = {
         "nodes": core.list_node,
         "configmaps": lambda **kw: core.list_namespaced_config_map(args.namespace, **kw),
+        "daemonsets": lambda **kw: apps.list_namespaced_daemon_set(args.namespace, **kw),
         "clusterpolicies": lambda **kw: custom.list_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", **kw),
     }
     for name, call in watches.items():
         threading.Thread(target=_watch, args=(name, call, trigger, stop, log), name=name, daemon=True).start()
+    threading.Thread(target=_follow_config_files, args=(standin, trigger, stop), name="config-files", daemon=True).start()
 
     while not stop.is_set():
-        trigger.wait(args.resync)
+        due = standin.next_restart()  # a node's exited plugin is started again without waiting for an event
+        trigger.wait(args.resync if due is None else min(args.resync, due + 0.05))
         if stop.is_set():
             break
         trigger.clear()

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -276,3 +277,37 @@ def test_mps_where_nvidia_s_plugin_refuses_it():
     node = {"name": "m", "gpus": 2, "mig": {"product": A100_80, "profile": "1g.10gb"}}
     with pytest.raises(op.OperatorError, match="m.mig: .*MPS for MIG devices"):
         op.predict(node, {"mps": mps}, "single", A100_80, "mps")
+
+
+def _daemonset(name, configmap, recorded=None):
+    annotations = {op.CONFIG_DIGESTS_ANNOTATION: recorded} if recorded is not None else {}
+    volumes = [{"name": "available-configs", "configMap": {"name": configmap}}] if configmap else []
+    return {"metadata": {"name": name, "namespace": "gpu-operator"},
+            "spec": {"template": {"metadata": {"annotations": annotations}, "spec": {"volumes": volumes}}}}
+
+
+def test_config_restarts_only_the_daemonsets_mounting_the_configmap_and_only_for_a_changed_config():
+    daemonsets = [_daemonset("nvidia-device-plugin-daemonset", "cfg"), _daemonset("gpu-feature-discovery", "cfg"),
+                  _daemonset("nvidia-dcgm", None), _daemonset("other", "another")]
+    before = {"default": "version: v1", "shared": "replicas: 4"}
+    # an edited config: both Pods that mount the ConfigMap restart, with the new digests in their Pod template
+    patches = op.config_restarts(daemonsets, "cfg", before, {"default": "version: v1", "shared": "replicas: 2"})
+    assert [(p["name"], p["changed"]) for p in patches] == [("nvidia-device-plugin-daemonset", ["shared"]), ("gpu-feature-discovery", ["shared"])]
+    annotation = patches[0]["definition"]["spec"]["template"]["metadata"]["annotations"][op.CONFIG_DIGESTS_ANNOTATION]
+    assert sorted(json.loads(annotation)) == ["default", "shared"]
+    assert patches[0]["definition"]["metadata"] == {"name": "nvidia-device-plugin-daemonset", "namespace": "gpu-operator"}
+    # nothing changed, or a config only added: no restart; a config removed (null in a merge patch) or gone: a restart
+    assert op.config_restarts(daemonsets, "cfg", before, before) == []
+    assert op.config_restarts(daemonsets, "cfg", before, dict(before, mps="version: v1")) == []
+    assert op.config_restarts(daemonsets, "cfg", None, before) == []
+    assert [p["changed"] for p in op.config_restarts(daemonsets[:1], "cfg", before, dict(before, shared=None))] == [["shared"]]
+    # the digests the last restart recorded: a run stopped between the ConfigMap write and the restart restarts next time
+    recorded = annotation
+    stale = [_daemonset("nvidia-device-plugin-daemonset", "cfg", recorded)]
+    after = {"default": "version: v1", "shared": "replicas: 2"}
+    assert op.config_restarts(stale, "cfg", after, after) == []
+    old = op.config_restarts(daemonsets[:1], "cfg", after, before)[0]["definition"]["spec"]["template"]["metadata"]["annotations"]
+    stale = [_daemonset("nvidia-device-plugin-daemonset", "cfg", old[op.CONFIG_DIGESTS_ANNOTATION])]
+    assert [p["changed"] for p in op.config_restarts(stale, "cfg", after, after)] == [["shared"]]
+    # an unreadable annotation counts as none
+    assert op.config_restarts([_daemonset("x", "cfg", "not json")], "cfg", after, after) == []

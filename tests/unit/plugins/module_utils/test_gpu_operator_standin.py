@@ -7,6 +7,7 @@ runs the real one on a cluster.
 """
 from __future__ import annotations
 
+import json
 import os
 import stat
 
@@ -109,3 +110,23 @@ def test_a_missing_binary_is_an_error(tmp_path):
     with pytest.raises(standin.GfdError, match="cannot run"):
         gfd.labels("n1", nvml_state.node_state("A100-SXM4-80GB", 1, node="n1"))
     assert os.path.isdir(tmp_path / "state" / "n1")
+
+
+def test_the_node_side_reads_what_the_operand_daemonset_derives_from_the_cluster_policy():
+    policy = {"metadata": {"name": "cluster-policy", "uid": "u1"},
+              "spec": {"mig": {"strategy": "mixed"}, "devicePlugin": {"config": {"name": "device-plugin-configs", "default": "default"}}}}
+    daemonset = standin.operand_daemonset("nvidia-device-plugin-daemonset", "nvidia-device-plugin", "gpu-operator", policy)
+    pod = standin.daemonset_pod(daemonset)
+    assert (pod["configmap"], pod["default_config"], pod["strategy"]) == ("device-plugin-configs", "default", "mixed")
+    template = daemonset["spec"]["template"]["spec"]
+    assert [c["name"] for c in template["initContainers"]] == ["config-manager-init"]
+    assert [c["name"] for c in template["containers"]] == ["nvidia-device-plugin", "config-manager"]
+    assert {"name": "PROCESS_TO_SIGNAL", "value": "nvidia-device-plugin"} in template["containers"][1]["env"]
+    assert daemonset["metadata"]["ownerReferences"][0]["uid"] == "u1"
+    # a rollout (a new Pod template annotation) is a new Pod; the same template is the same Pod
+    assert standin.daemonset_pod(json.loads(json.dumps(daemonset)))["pod"] == pod["pod"]
+    daemonset["spec"]["template"]["metadata"]["annotations"] = {"kubectl.kubernetes.io/restartedAt": "now"}
+    assert standin.daemonset_pod(daemonset)["pod"] != pod["pod"]
+    # no config named: no config-manager, no volume, the strategy unset when the ClusterPolicy sets none
+    bare = standin.daemonset_pod(standin.operand_daemonset("gpu-feature-discovery", "gpu-feature-discovery", "gpu-operator", {"metadata": {}}))
+    assert (bare["configmap"], bare["default_config"], bare["strategy"]) == (None, None, None)
