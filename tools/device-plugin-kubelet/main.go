@@ -7,7 +7,8 @@
 // ones) for that resource through the API server. A resource whose plugin went away and did not register again
 // within --grace is removed from the node (the kubelet keeps it as unhealthy for five minutes first). Resources that
 // match --prefix and are on the node when the program starts count as gone away at the start. No other resource of
-// the node is written.
+// the node is written. A write the API server does not take is tried again every second until it is, as the kubelet
+// keeps syncing its node's status.
 //
 //	device-plugin-kubelet --node NAME --kubeconfig FILE --dir DIR [--prefix nvidia.com/] [--grace 1s] [--stdin]
 //	    [--config-manager PATH [--sidecar-backoff 10s]] -- COMMAND [ARG...]
@@ -75,6 +76,10 @@ type kubelet struct {
 	generation map[string]int
 	live       map[string]bool
 	written    map[string][2]int
+	// what each resource should be on the node (removed: absent); sync writes the difference, one sync at a time
+	want    map[string][2]int
+	syncing sync.Mutex
+	failing bool
 	// once: nothing is written to a cluster; events says a registration or a device list came
 	once   bool
 	events chan struct{}
@@ -174,39 +179,78 @@ func (k *kubelet) patch(capacity, allocatable map[string]interface{}) error {
 }
 
 func (k *kubelet) write(resource string, total, healthy int) {
-	k.mu.Lock()
-	same := k.written[resource] == [2]int{total, healthy}
 	if k.once {
+		k.mu.Lock()
 		k.written[resource] = [2]int{total, healthy}
-	}
-	k.mu.Unlock()
-	if k.once {
+		k.mu.Unlock()
 		log.Printf("%s: %d devices, %d healthy", resource, total, healthy)
 		k.event()
 		return
 	}
-	if same {
-		return
-	}
-	if err := k.patch(map[string]interface{}{resource: fmt.Sprint(total)}, map[string]interface{}{resource: fmt.Sprint(healthy)}); err != nil {
-		log.Printf("%s: cannot write %s's status: %v", resource, k.node, err)
-		return
-	}
 	k.mu.Lock()
-	k.written[resource] = [2]int{total, healthy}
+	k.want[resource] = [2]int{total, healthy}
 	k.mu.Unlock()
-	log.Printf("%s: %s has %d devices, %d healthy", resource, k.node, total, healthy)
+	k.sync()
 }
 
 func (k *kubelet) remove(resource string) {
-	if err := k.patch(map[string]interface{}{resource: nil}, map[string]interface{}{resource: nil}); err != nil {
-		log.Printf("%s: cannot remove it from %s's status: %v", resource, k.node, err)
-		return
-	}
 	k.mu.Lock()
-	delete(k.written, resource)
+	k.want[resource] = removed
 	k.mu.Unlock()
-	log.Printf("%s: removed from %s (no plugin registered it for %s)", resource, k.node, k.grace)
+	k.sync()
+}
+
+// sync writes each resource whose wanted state differs from what was written last. A write that fails (the API
+// server away) is tried again every second until it succeeds or another state is wanted, as the kubelet keeps
+// syncing its node's status.
+func (k *kubelet) sync() {
+	k.syncing.Lock()
+	defer k.syncing.Unlock()
+	k.mu.Lock()
+	pending := map[string][2]int{}
+	for resource, want := range k.want {
+		if written, ok := k.written[resource]; (want == removed && ok) || (want != removed && (!ok || written != want)) {
+			pending[resource] = want
+		}
+	}
+	k.mu.Unlock()
+	failed := false
+	for resource, want := range pending {
+		var err error
+		if want == removed {
+			err = k.patch(map[string]interface{}{resource: nil}, map[string]interface{}{resource: nil})
+		} else {
+			err = k.patch(map[string]interface{}{resource: fmt.Sprint(want[0])}, map[string]interface{}{resource: fmt.Sprint(want[1])})
+		}
+		if err != nil {
+			if !k.failing {
+				log.Printf("%s: cannot write %s's status (trying again every second): %v", resource, k.node, err)
+			}
+			failed = true
+			continue
+		}
+		k.mu.Lock()
+		if want == removed {
+			delete(k.written, resource)
+		} else {
+			k.written[resource] = want
+		}
+		k.mu.Unlock()
+		if want == removed {
+			log.Printf("%s: removed from %s (no plugin registered it for %s)", resource, k.node, k.grace)
+		} else {
+			log.Printf("%s: %s has %d devices, %d healthy", resource, k.node, want[0], want[1])
+		}
+	}
+	if failed && !k.failing {
+		time.AfterFunc(time.Second, func() {
+			k.syncing.Lock()
+			k.failing = false
+			k.syncing.Unlock()
+			k.sync()
+		})
+	}
+	k.failing = failed || k.failing
 }
 
 // adopt treats the node's resources under prefix as registrations that went away at the start.
@@ -224,6 +268,7 @@ func (k *kubelet) adopt(prefix string) error {
 			if strings.HasPrefix(name, prefix) && !seen[name] {
 				seen[name] = true
 				k.mu.Lock()
+				k.written[name] = [2]int{-2, -2} // on the node, counts unknown: a removal or any count is written
 				k.generation[name]++
 				gen := k.generation[name]
 				k.mu.Unlock()
@@ -233,6 +278,9 @@ func (k *kubelet) adopt(prefix string) error {
 	}
 	return nil
 }
+
+// removed is the wanted state of a resource that must leave the node.
+var removed = [2]int{-1, -1}
 
 // Lines NVIDIA's device plugin (v0.18.0) logs once it has found its devices: after the first, each plugin with
 // devices registers in turn; the second says it has none.
@@ -259,7 +307,7 @@ func main() {
 		os.Exit(2)
 	}
 	k := &kubelet{dir: *dir, node: *node, grace: *grace, once: *once, events: make(chan struct{}, 1),
-		generation: map[string]int{}, live: map[string]bool{}, written: map[string][2]int{}}
+		generation: map[string]int{}, live: map[string]bool{}, written: map[string][2]int{}, want: map[string][2]int{}}
 	if *configManager != "" {
 		if err := initContainer(*configManager); err != nil {
 			log.Printf("config-manager (init) failed, %s not started: %v", flag.Arg(0), err)
