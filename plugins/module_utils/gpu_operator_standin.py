@@ -440,12 +440,12 @@ class DevicePlugin:
 
     def nodes(self):
         """The nodes whose processes the stand-in started."""
-        return sorted(self._agents)
+        return sorted(list(self._agents))
 
     def next_restart(self):
         """Seconds until the earliest exited node's processes may start again (``None``: none exited): the caller's next
         pass is due then, as the kubelet restarts a crashed container without any event."""
-        due = [agent["started"] + DEVICE_PLUGIN_BACKOFF - time.monotonic() for agent in self._agents.values() if agent["proc"].poll() is not None]
+        due = [agent["started"] + DEVICE_PLUGIN_BACKOFF - time.monotonic() for agent in list(self._agents.values()) if agent["proc"].poll() is not None]
         return max(0.0, min(due)) if due else None
 
     def keep_only(self, nodes):

@@ -104,6 +104,8 @@ class OwnCluster:
         return any(path.exists() for path in paths)
 
     def down(self):
+        if os.environ.get("GPUSHARE_KEEP_TEST_CLUSTERS"):  # a debugging aid: inspect the cluster after the test
+            return
         playbook("playbooks/cluster.yml", {"gpushare_cluster_name": self.name, "lab_cluster_state": "absent"})
 
     def lab_vars(self, root: Path, **overrides) -> dict:

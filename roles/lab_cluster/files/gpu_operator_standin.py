@@ -130,7 +130,10 @@ def _follow_config_files(standin, trigger, stop, interval=0.2):
     the pass the label change started), so that GFD reads the config it now names, as GFD's own config-manager would."""
     seen = None
     while not stop.wait(interval):
-        targets = standin.config_targets()
+        try:
+            targets = standin.config_targets()
+        except RuntimeError:  # the pass changed the node list while it was read: read again
+            continue
         if seen is not None and targets != seen:
             trigger.set()
         seen = targets
