@@ -633,13 +633,17 @@ class StandIn:
             if current is not None and (current["metadata"].get("annotations") or {}).get(STANDIN_SPEC_ANNOTATION) == digest:
                 stored[name] = current
                 continue
-            route = Route(self._api_client, "POST" if current is None else "PATCH", api_path("apps/v1", "daemonsets", self._namespace, None if current is None else name))
             if current is None:
+                route = Route(self._api_client, "POST", api_path("apps/v1", "daemonsets", self._namespace))
                 stored[name] = call_json(route, wanted, timeout=self._timeout)
-            else:
-                patch = {"metadata": {"annotations": wanted["metadata"]["annotations"], "ownerReferences": wanted["metadata"]["ownerReferences"]},
-                         "spec": {"template": {"spec": wanted["spec"]["template"]["spec"]}}}
-                stored[name] = call_json(route, patch, timeout=self._timeout, _content_type=MERGE_PATCH)
+                continue
+            # a replace of the Pod spec (a merge patch would keep the containers and volumes a config removal drops),
+            # the template's annotations kept; a conflict fails the pass, and the next one reads afresh
+            current["metadata"].setdefault("annotations", {}).update(wanted["metadata"]["annotations"])
+            current["metadata"]["ownerReferences"] = wanted["metadata"]["ownerReferences"]
+            current["spec"]["template"]["spec"] = wanted["spec"]["template"]["spec"]
+            route = Route(self._api_client, "PUT", api_path("apps/v1", "daemonsets", self._namespace, name))
+            stored[name] = call_json(route, current, timeout=self._timeout)
         return stored
 
     # -- the pass ------------------------------------------------------------
