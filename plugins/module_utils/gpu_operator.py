@@ -376,8 +376,9 @@ def _config_digests(data):
 
 
 def config_restarts(daemonsets, configmap, before, after):
-    """``[{name, changed, definition}]``: the patches (``definition``) that restart each DaemonSet of ``daemonsets`` (as listed) whose Pods mount ConfigMap ``configmap``
-    when a config they may have loaded changed, as ``kubectl rollout restart`` would; ``[]`` when none did.
+    """``[{name, changed, definition}]``: the patches (``definition``) that restart each DaemonSet of ``daemonsets`` (as
+    listed) whose Pods mount ConfigMap ``configmap`` when a config they may have loaded changed, as ``kubectl rollout
+    restart`` would; ``[]`` when none did.
 
     NVIDIA's config-manager points the plugin (and GFD) at a config only when the node's label changes, and the
     operator does not watch the ConfigMap, so an edited config reaches a node at its Pod's next start. A config counts
