@@ -23,7 +23,7 @@ import yaml
 from kubernetes import client
 
 from conftest import REPO, ansible_playbook
-from reliability import KWOK_HOME, OwnCluster, output, recap, tail
+from reliability import KWOK_HOME, OwnCluster, output, recap, tail, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -58,10 +58,19 @@ def cluster():
         own.up(gpushare_gpu_operator_standin=True)
         label(own.core, "lab-node-1", "inference")
         label(own.core, "lab-node-2", "training")
+        # the stand-in's processes (config-manager, then the plugin and GFD) label and advertise each node a moment after
+        # the cluster is up: "before" is the nodes as they show once NVIDIA's code has spoken on each
+        wait_until(lambda: operator_spoke(own.core), timeout=120, what="every GPU node to show GFD's labels and its GPUs")
         own.pristine = kubectl_views(own)
         yield own
     finally:
         own.down()
+
+
+def operator_spoke(core) -> bool:
+    gpu_nodes = [n for n in core.list_node().items if n.metadata.name.startswith("lab-node-")]
+    return bool(gpu_nodes) and all("nvidia.com/gpu.product" in (n.metadata.labels or {}) and nvidia(n.status.allocatable)
+                                   for n in gpu_nodes)
 
 
 def kubectl_views(cluster):
