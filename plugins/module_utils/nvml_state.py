@@ -69,9 +69,12 @@ DEVICE_FIELDS = (
     "name", "uuid", "memory_mib", "architecture", "brand", "cuda_compute_capability", "pci_bus_id", "pci_device_id", "minor", "mig_mode",
 )
 _GLOBAL_KEYS = ("format", "driver_version", "nvml_version", "cuda_driver_version", "device_count")
-# A MIG-capable GPU's tables: device.<i>.gi_profile.<id>, device.<i>.ci_profile.<gi id>.<ci id>, device.<i>.mig.<j>.
-DEVICE_TABLES = ("gi_profile", "ci_profile", "mig")
-_DEVICE_KEY_RE = re.compile(r"device\.[0-9]+\.(%s|gi_profile\.[0-9]+|ci_profile\.[0-9]+\.[0-9]+|mig\.[0-9]+)" % "|".join(DEVICE_FIELDS))
+# A MIG-capable GPU's tables: device.<i>.gi_profile.<id>, device.<i>.gi_placements.<id>, device.<i>.ci_profile.<gi id>.<ci id>,
+# device.<i>.mig.<slot> (a GPU instance with its compute instance: a MIG device) and device.<i>.gi.<slot> (a GPU instance
+# without one, which only the mock writes back while NVIDIA's mig-parted builds a layout).
+DEVICE_TABLES = ("gi_profile", "gi_placements", "ci_profile", "mig", "gi")
+_DEVICE_KEY_RE = re.compile(
+    r"device\.[0-9]+\.(%s|gi_profile\.[0-9]+|gi_placements\.[0-9]+|ci_profile\.[0-9]+\.[0-9]+|mig\.[0-9]+|gi\.[0-9]+)" % "|".join(DEVICE_FIELDS))
 # The server whose driver a product without a server of its own gets.
 _DEFAULT_SERVER = "dgxa100"
 # UUIDs are stable per node name and GPU index (uuid5 in a namespace of ours).
@@ -145,6 +148,7 @@ def _mig_entries(canonical, index, node, names, where):
         entries.append((prefix + "gi_profile.%d" % profile["id"], " ".join(str(value) for value in (
             profile["slices"], profile["instances"], profile["memory_mib"], profile["multiprocessors"], profile["copy_engines"],
             profile["decoders"], profile["encoders"], profile["jpeg_engines"], profile["ofa_engines"], profile["p2p"], profile["name"]))))
+        entries.append((prefix + "gi_placements.%d" % profile["id"], " ".join("%d:%d" % (start, size) for start, size in profile["placements"])))
         for compute in profile["compute_profiles"]:
             entries.append((prefix + "ci_profile.%d.%d" % (profile["id"], compute["id"]), " ".join(str(value) for value in (
                 compute["slices"], compute["instances"], compute["multiprocessors"], compute["shared_copy_engines"],

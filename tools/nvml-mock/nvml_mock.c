@@ -47,7 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
-#include <strings.h>
+#include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -61,11 +61,14 @@ enum {
     NVML_ERROR_NOT_FOUND = 6,
     NVML_ERROR_INSUFFICIENT_SIZE = 7,
     NVML_ERROR_DRIVER_NOT_LOADED = 9,
+    NVML_ERROR_IN_USE = 19,
+    NVML_ERROR_INSUFFICIENT_RESOURCES = 23,
     NVML_ERROR_UNKNOWN = 999,
 };
 
 #define MAX_DEVICES 64
-#define MAX_MIGS 8            /* MIG devices per GPU: one per memory slice at most */
+#define MAX_MIGS 8            /* GPU instances (and MIG devices) per GPU: one per memory slice at most */
+#define MAX_PLACEMENTS 8      /* possible placements of one GPU-instance profile */
 #define GI_PROFILE_COUNT 17   /* NVML_GPU_INSTANCE_PROFILE_COUNT */
 #define CI_PROFILE_COUNT 8    /* NVML_COMPUTE_INSTANCE_PROFILE_COUNT */
 #define PROFILE_NAME_SIZE 32
@@ -80,12 +83,18 @@ struct ci_profile {
     unsigned int slices, instances, multiprocessors, copy, decoders, encoders, jpeg, ofa;
 };
 
+struct placement {
+    unsigned int start, size;
+};
+
 struct gi_profile {
     int present;
     unsigned int slices, instances, multiprocessors, copy, decoders, encoders, jpeg, ofa, p2p;
     unsigned long long memory_mib;
     char name[PROFILE_NAME_SIZE];
     struct ci_profile ci[CI_PROFILE_COUNT];
+    unsigned int placement_count; /* NVIDIA's possible placements, in the tables' order */
+    struct placement placements[MAX_PLACEMENTS];
 };
 
 struct gpu_instance;
@@ -96,8 +105,11 @@ struct compute_instance {
     unsigned int id, profile_id;
 };
 
+/* A slot of a GPU's GPU instances: present or free; one compute instance at most (has_ci), which is the slot's MIG
+ * device. */
 struct gpu_instance {
     struct mock_device *device; /* the parent GPU */
+    int present, has_ci;
     unsigned int id, profile_id, start, size;
     struct compute_instance ci;
 };
@@ -107,7 +119,8 @@ struct mock_device {
     int is_mig;
     struct mock_device *parent;
     struct gpu_instance *gi;
-    unsigned int mig_count; /* a GPU's MIG devices */
+    unsigned int mig_count;           /* a GPU's MIG devices */
+    unsigned int mig_slot[MAX_MIGS];  /* MIG device index -> its GPU instance's slot */
     unsigned int index;
     int present;
     char name[NAME_SIZE];
@@ -187,7 +200,7 @@ static struct {
     struct mock_device devices[MAX_DEVICES];
 } state;
 
-/* Per GPU: its GPU-instance profiles by id, its MIG devices and their GPU instances. */
+/* Per GPU: its GPU-instance profiles by id, its GPU-instance slots and the MIG device of each slot. */
 static struct gi_profile profiles[MAX_DEVICES][GI_PROFILE_COUNT];
 static struct mock_device migs[MAX_DEVICES][MAX_MIGS];
 static struct gpu_instance instances[MAX_DEVICES][MAX_MIGS];
@@ -275,23 +288,44 @@ static int set_device(struct mock_device *d, const char *key, const char *value)
         c->present = 1;
         return 0;
     }
-    if (!strncmp(key, "mig.", 4)) {
-        struct mock_device *m;
+    if (!strncmp(key, "gi_placements.", 14)) {
+        struct gi_profile *p;
+        const char *at = value;
+        if (parse_uint(key + 14, &u) || u >= GI_PROFILE_COUNT)
+            return -1;
+        p = &profiles[d->index][u];
+        p->placement_count = 0;
+        while (*at) {
+            struct placement pl;
+            int used = 0;
+            if (p->placement_count == MAX_PLACEMENTS || sscanf(at, "%u:%u%n", &pl.start, &pl.size, &used) != 2)
+                return -1;
+            p->placements[p->placement_count++] = pl;
+            at += used;
+            while (isspace((unsigned char)*at))
+                at++;
+        }
+        return 0;
+    }
+    /* A GPU instance with its compute instance (a MIG device), or one without (gi.<slot>) */
+    if (!strncmp(key, "mig.", 4) || !strncmp(key, "gi.", 3)) {
+        int with_ci = key[0] == 'm';
         struct gpu_instance *gi;
-        int used = 0;
-        if (parse_uint(key + 4, &u) || u >= MAX_MIGS)
+        int used = 0, n;
+        if (parse_uint(key + (with_ci ? 4 : 3), &u) || u >= MAX_MIGS)
             return -1;
-        m = &migs[d->index][u];
         gi = &instances[d->index][u];
-        if (sscanf(value, "%u %u %u %u %u %u %79s%n", &gi->id, &gi->profile_id, &gi->start, &gi->size, &gi->ci.id,
-                   &gi->ci.profile_id, m->uuid, &used) != 7 || value[used] || gi->profile_id >= GI_PROFILE_COUNT ||
-            gi->ci.profile_id >= CI_PROFILE_COUNT)
+        if (gi->present)
+            return -1; /* a slot is described once */
+        if (with_ci)
+            n = sscanf(value, "%u %u %u %u %u %u %79s%n", &gi->id, &gi->profile_id, &gi->start, &gi->size, &gi->ci.id,
+                       &gi->ci.profile_id, migs[d->index][u].uuid, &used) == 7;
+        else
+            n = sscanf(value, "%u %u %u %u%n", &gi->id, &gi->profile_id, &gi->start, &gi->size, &used) == 4;
+        if (!n || value[used] || gi->profile_id >= GI_PROFILE_COUNT || gi->ci.profile_id >= CI_PROFILE_COUNT)
             return -1;
-        m->present = 1;
-        m->is_mig = 1;
-        m->index = u;
-        if (u + 1 > d->mig_count)
-            d->mig_count = u + 1;
+        gi->present = 1;
+        gi->has_ci = with_ci;
         return 0;
     }
     if (!strcmp(key, "mig_mode")) {
@@ -330,24 +364,32 @@ static int set_global(const char *key, const char *value)
     return -2;
 }
 
-/* Tie a GPU's MIG devices to it, their GPU and compute instances; -1 if they do not hold together. */
+/* Tie a GPU's GPU instances to it and number its MIG devices (the slots with a compute instance, in slot order);
+ * -1 if they do not hold together (instances without MIG mode on, unknown profiles). */
 static int link_migs(struct mock_device *d)
 {
-    unsigned int j;
-    if (d->mig_count && d->mig_mode != 1)
-        return -1;
-    for (j = 0; j < d->mig_count; j++) {
-        struct mock_device *m = &migs[d->index][j];
-        struct gpu_instance *gi = &instances[d->index][j];
+    unsigned int k;
+    d->mig_count = 0;
+    for (k = 0; k < MAX_MIGS; k++) {
+        struct mock_device *m = &migs[d->index][k];
+        struct gpu_instance *gi = &instances[d->index][k];
         struct gi_profile *p = &profiles[d->index][gi->profile_id];
-        if (!m->present || !p->present || !p->ci[gi->ci.profile_id].present)
+        if (!gi->present)
+            continue;
+        if (d->mig_mode != 1 || !p->present || (gi->has_ci && !p->ci[gi->ci.profile_id].present))
             return -1;
-        m->parent = d;
-        m->gi = gi;
         gi->device = d;
         gi->ci.gi = gi;
-        snprintf(m->name, sizeof m->name, "%s MIG %s", d->name, p->name);
+        if (!gi->has_ci)
+            continue;
+        m->present = 1;
+        m->is_mig = 1;
+        m->index = d->mig_count;
+        m->parent = d;
+        m->gi = gi;
+        snprintf(m->name, sizeof m->name, "%.62s MIG %.28s", d->name, p->name);
         m->memory_mib = p->memory_mib;
+        d->mig_slot[d->mig_count++] = k;
     }
     return 0;
 }
@@ -435,8 +477,8 @@ static nvmlReturn_t load_state(void)
         }
         if (link_migs(&state.devices[i]) != 0) {
             char what[160];
-            snprintf(what, sizeof what, "device %u: its MIG devices must be numbered from 0, with MIG mode on and known "
-                                        "GPU- and compute-instance profiles", i);
+            snprintf(what, sizeof what, "device %u: its GPU instances need MIG mode on and known GPU- and "
+                                        "compute-instance profiles", i);
             complain(path, 0, what);
             return NVML_ERROR_UNKNOWN;
         }
@@ -457,7 +499,8 @@ static int is_mig(nvmlDevice_t device)
     if (p < first || p >= (uintptr_t)(&migs[0][0] + MAX_DEVICES * MAX_MIGS) || (p - first) % sizeof *device)
         return 0;
     n = (p - first) / sizeof *device;
-    return n / MAX_MIGS < state.count && n % MAX_MIGS < state.devices[n / MAX_MIGS].mig_count;
+    return n / MAX_MIGS < state.count && instances[n / MAX_MIGS][n % MAX_MIGS].present &&
+           instances[n / MAX_MIGS][n % MAX_MIGS].has_ci;
 }
 
 static nvmlReturn_t check_device(nvmlDevice_t device)
@@ -479,12 +522,12 @@ static nvmlReturn_t check_device(nvmlDevice_t device)
 
 static nvmlReturn_t check_gpu_instance(nvmlGpuInstance_t gi)
 {
-    unsigned int i, j;
+    unsigned int i, k;
     if (!state.initialised)
         return NVML_ERROR_UNINITIALIZED;
     for (i = 0; i < state.count; i++)
-        for (j = 0; j < state.devices[i].mig_count; j++)
-            if (gi == &instances[i][j])
+        for (k = 0; k < MAX_MIGS; k++)
+            if (gi == &instances[i][k] && gi->present)
                 return NVML_SUCCESS;
     return NVML_ERROR_INVALID_ARGUMENT;
 }
@@ -546,6 +589,8 @@ EXPORT const char *nvmlErrorString(nvmlReturn_t result)
     case NVML_ERROR_NOT_FOUND: return "Not Found";
     case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
     case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_IN_USE: return "In use by another client";
+    case NVML_ERROR_INSUFFICIENT_RESOURCES: return "Insufficient Resources";
     default: return "Unknown Error";
     }
 }
@@ -621,8 +666,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *de
             return NVML_SUCCESS;
         }
         for (j = 0; j < state.devices[i].mig_count; j++) {
-            if (!strcmp(migs[i][j].uuid, uuid)) {
-                *device = &migs[i][j];
+            if (!strcmp(migs[i][state.devices[i].mig_slot[j]].uuid, uuid)) {
+                *device = &migs[i][state.devices[i].mig_slot[j]];
                 return NVML_SUCCESS;
             }
         }
@@ -632,13 +677,21 @@ EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *de
 
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *bus_id, nvmlDevice_t *device)
 {
-    unsigned int i;
+    unsigned int i, domain, bus, dev, fn;
+    int used = 0;
     if (!state.initialised)
         return NVML_ERROR_UNINITIALIZED;
     if (!bus_id || !device)
         return NVML_ERROR_INVALID_ARGUMENT;
+    /* [domain:]bus:device.function in hex, the domain of 4 or 8 digits (sysfs writes 0000:07:00.0, NVML 00000000:07:00.0) */
+    if (sscanf(bus_id, "%x:%x:%x.%x%n", &domain, &bus, &dev, &fn, &used) != 4 || bus_id[used]) {
+        domain = 0;
+        if (sscanf(bus_id, "%x:%x.%x%n", &bus, &dev, &fn, &used) != 3 || bus_id[used])
+            return NVML_ERROR_INVALID_ARGUMENT;
+    }
     for (i = 0; i < state.count; i++) {
-        if (!strcasecmp(state.devices[i].bus_id, bus_id)) {
+        const struct mock_device *d = &state.devices[i];
+        if (d->domain == domain && d->bus == bus && d->dev == dev && fn == 0) {
             *device = &state.devices[i];
             return NVML_SUCCESS;
         }
@@ -798,7 +851,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, uns
         return NVML_ERROR_NOT_SUPPORTED;
     if (index >= device->mig_count)
         return NVML_ERROR_NOT_FOUND;
-    *mig = &migs[device->index][index];
+    *mig = &migs[device->index][device->mig_slot[index]];
     return NVML_SUCCESS;
 }
 
@@ -889,8 +942,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned i
     GPU_CALL(device, gi);
     if (device->mig_mode < 0)
         return NVML_ERROR_NOT_SUPPORTED;
-    for (j = 0; j < device->mig_count; j++) {
-        if (instances[device->index][j].id == id) {
+    for (j = 0; j < MAX_MIGS; j++) {
+        if (instances[device->index][j].present && instances[device->index][j].id == id) {
             *gi = &instances[device->index][j];
             return NVML_SUCCESS;
         }
@@ -947,7 +1000,7 @@ EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t gi, 
         return rc;
     if (!ci)
         return NVML_ERROR_INVALID_ARGUMENT;
-    if (gi->ci.id != id)
+    if (!gi->has_ci || gi->ci.id != id)
         return NVML_ERROR_NOT_FOUND;
     *ci = &gi->ci;
     return NVML_SUCCESS;
@@ -960,7 +1013,7 @@ EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t ci, nvml
     if (!ci)
         return NVML_ERROR_INVALID_ARGUMENT;
     rc = check_gpu_instance(ci->gi);
-    if (rc != NVML_SUCCESS || ci != &ci->gi->ci)
+    if (rc != NVML_SUCCESS || ci != &ci->gi->ci || !ci->gi->has_ci)
         return rc != NVML_SUCCESS ? rc : NVML_ERROR_INVALID_ARGUMENT;
     if (!info)
         return NVML_ERROR_INVALID_ARGUMENT;
@@ -976,6 +1029,360 @@ EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t ci, nvml
 EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo(nvmlComputeInstance_t ci, nvmlComputeInstanceInfo_t *info)
 {
     return nvmlComputeInstanceGetInfo_v2(ci, info);
+}
+
+/* --- MIG changes (mig-parted's calls) ---------------------------------------------------------------------
+ *
+ * A change is written back to the state file before the call returns (the file rewritten beside itself and renamed
+ * over it, so a reader sees the old state or the new one): the next process that loads the file, a restarted device
+ * plugin or GFD, sees the GPU as mig-parted left it. A MIG mode change takes effect at once (current == pending): no
+ * GPU reset is needed or possible here. A GPU instance holds one compute instance at most. */
+
+/* The keys the mock owns in the state file: device.<i>.mig_mode, device.<i>.mig.<k>, device.<i>.gi.<k>. */
+static int owned_key(const char *line)
+{
+    const char *dot;
+    while (isspace((unsigned char)*line))
+        line++;
+    if (strncmp(line, "device.", 7))
+        return 0;
+    dot = line + 7;
+    while (isdigit((unsigned char)*dot))
+        dot++;
+    if (dot == line + 7 || *dot != '.')
+        return 0;
+    dot++;
+    return !strncmp(dot, "mig_mode", 8) || !strncmp(dot, "mig.", 4) || !strncmp(dot, "gi.", 3);
+}
+
+static nvmlReturn_t persist(void)
+{
+    const char *path = getenv("GPUSHARE_NVML_STATE");
+    char tmp[4096], line[512];
+    FILE *in, *out;
+    unsigned int i, k;
+    if (!path || snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid()) >= (int)sizeof tmp)
+        return NVML_ERROR_UNKNOWN;
+    in = fopen(path, "r");
+    out = in ? fopen(tmp, "w") : NULL;
+    if (!out) {
+        complain(path, 0, strerror(errno));
+        if (in)
+            fclose(in);
+        return NVML_ERROR_UNKNOWN;
+    }
+    while (fgets(line, sizeof line, in))
+        if (!owned_key(line))
+            fputs(line, out);
+    fclose(in);
+    for (i = 0; i < state.count; i++) {
+        const struct mock_device *d = &state.devices[i];
+        if (d->mig_mode < 0)
+            fprintf(out, "device.%u.mig_mode none\n", i);
+        else
+            fprintf(out, "device.%u.mig_mode %d\n", i, d->mig_mode);
+        for (k = 0; k < MAX_MIGS; k++) {
+            const struct gpu_instance *gi = &instances[i][k];
+            if (!gi->present)
+                continue;
+            if (gi->has_ci)
+                fprintf(out, "device.%u.mig.%u %u %u %u %u %u %u %s\n", i, k, gi->id, gi->profile_id, gi->start,
+                        gi->size, gi->ci.id, gi->ci.profile_id, migs[i][k].uuid);
+            else
+                fprintf(out, "device.%u.gi.%u %u %u %u %u\n", i, k, gi->id, gi->profile_id, gi->start, gi->size);
+        }
+    }
+    if (fclose(out) != 0 || rename(tmp, path) != 0) {
+        complain(tmp, 0, strerror(errno));
+        unlink(tmp);
+        return NVML_ERROR_UNKNOWN;
+    }
+    return NVML_SUCCESS;
+}
+
+/* A change made: renumber the GPU's MIG devices and write the state back. */
+static nvmlReturn_t changed(struct mock_device *d)
+{
+    link_migs(d);
+    return persist();
+}
+
+static nvmlReturn_t mig_gpu(nvmlDevice_t device)
+{
+    if (device->mig_mode < 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode, nvmlReturn_t *activation_status)
+{
+    unsigned int k;
+    GPU_CALL(device, activation_status);
+    if (mig_gpu(device) != NVML_SUCCESS)
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (mode > 1)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (k = 0; mode == 0 && k < MAX_MIGS; k++)
+        if (instances[device->index][k].present)
+            return NVML_ERROR_IN_USE; /* GPU instances must be destroyed first */
+    device->mig_mode = (int)mode;
+    *activation_status = NVML_SUCCESS;
+    return changed(device);
+}
+
+/* Whether [start, start+size) is free of the GPU's GPU instances. */
+static int placement_free(const struct mock_device *d, struct placement pl)
+{
+    unsigned int k;
+    for (k = 0; k < MAX_MIGS; k++) {
+        const struct gpu_instance *gi = &instances[d->index][k];
+        if (gi->present && pl.start < gi->start + gi->size && gi->start < pl.start + pl.size)
+            return 0;
+    }
+    return 1;
+}
+
+static unsigned int instances_of(const struct mock_device *d, unsigned int profile)
+{
+    unsigned int k, n = 0;
+    for (k = 0; k < MAX_MIGS; k++)
+        n += instances[d->index][k].present && instances[d->index][k].profile_id == profile;
+    return n;
+}
+
+/* The profile, checked: MIG on, a profile of this GPU. */
+static nvmlReturn_t gi_profile_of(nvmlDevice_t device, unsigned int profile, const struct gi_profile **out)
+{
+    if (device->mig_mode < 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (profile >= GI_PROFILE_COUNT || !profiles[device->index][profile].present)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *out = &profiles[device->index][profile];
+    return NVML_SUCCESS;
+}
+
+/* A new GPU instance at a placement (-1: the first free of the profile's possible placements, as the tables list
+ * them); NVML_ERROR_INSUFFICIENT_RESOURCES when the profile's instance count is reached or no placement is free. */
+static nvmlReturn_t create_gpu_instance(nvmlDevice_t device, unsigned int profile, const struct placement *at,
+                                        nvmlGpuInstance_t *out)
+{
+    const struct gi_profile *p;
+    struct gpu_instance *gi = NULL;
+    unsigned int k, id, j;
+    nvmlReturn_t rc = gi_profile_of(device, profile, &p);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (device->mig_mode != 1)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (instances_of(device, profile) >= p->instances)
+        return NVML_ERROR_INSUFFICIENT_RESOURCES;
+    for (j = 0; j < p->placement_count; j++) {
+        struct placement pl = p->placements[j];
+        if (at && (pl.start != at->start || pl.size != at->size))
+            continue;
+        if (placement_free(device, pl))
+            break;
+        if (at)
+            return NVML_ERROR_INSUFFICIENT_RESOURCES;
+    }
+    if (j == p->placement_count)
+        return at ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_INSUFFICIENT_RESOURCES;
+    for (k = 0; k < MAX_MIGS && !gi; k++)
+        if (!instances[device->index][k].present)
+            gi = &instances[device->index][k];
+    if (!gi)
+        return NVML_ERROR_INSUFFICIENT_RESOURCES;
+    /* the lowest id no GPU instance of this GPU has, from 1 */
+    for (id = 1;; id++) {
+        for (k = 0; k < MAX_MIGS; k++)
+            if (instances[device->index][k].present && instances[device->index][k].id == id)
+                break;
+        if (k == MAX_MIGS)
+            break;
+    }
+    memset(gi, 0, sizeof *gi);
+    gi->present = 1;
+    gi->id = id;
+    gi->profile_id = profile;
+    gi->start = p->placements[j].start;
+    gi->size = p->placements[j].size;
+    *out = gi;
+    return changed(device);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceCreateGpuInstance(nvmlDevice_t device, unsigned int profile, nvmlGpuInstance_t *gi)
+{
+    GPU_CALL(device, gi);
+    return create_gpu_instance(device, profile, NULL, gi);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(nvmlDevice_t device, unsigned int profile,
+                                                             const nvmlPlacement_t *placement, nvmlGpuInstance_t *gi)
+{
+    struct placement at;
+    GPU_CALL(device, gi);
+    if (!placement)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    at.start = placement->start;
+    at.size = placement->size;
+    return create_gpu_instance(device, profile, &at, gi);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t device, unsigned int profile,
+                                                                  nvmlPlacement_t *placements, unsigned int *count)
+{
+    const struct gi_profile *p;
+    unsigned int j;
+    nvmlReturn_t rc;
+    GPU_CALL(device, count);
+    rc = gi_profile_of(device, profile, &p);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!placements) {
+        *count = p->placement_count;
+        return NVML_SUCCESS;
+    }
+    if (*count < p->placement_count) {
+        *count = p->placement_count;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (j = 0; j < p->placement_count; j++) {
+        placements[j].start = p->placements[j].start;
+        placements[j].size = p->placements[j].size;
+    }
+    *count = p->placement_count;
+    return NVML_SUCCESS;
+}
+
+/* How many more instances of the profile fit now: placed one after another at the first free placement. */
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t device, unsigned int profile,
+                                                              unsigned int *count)
+{
+    const struct gi_profile *p;
+    struct placement taken[MAX_PLACEMENTS];
+    unsigned int j, t, n = 0, existing;
+    nvmlReturn_t rc;
+    GPU_CALL(device, count);
+    rc = gi_profile_of(device, profile, &p);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    existing = instances_of(device, profile);
+    for (j = 0; j < p->placement_count && existing + n < p->instances; j++) {
+        struct placement pl = p->placements[j];
+        int clash = !placement_free(device, pl);
+        for (t = 0; t < n && !clash; t++)
+            clash = pl.start < taken[t].start + taken[t].size && taken[t].start < pl.start + pl.size;
+        if (!clash)
+            taken[n++] = pl;
+    }
+    *count = device->mig_mode == 1 ? n : 0;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profile, nvmlGpuInstance_t *out,
+                                              unsigned int *count)
+{
+    const struct gi_profile *p;
+    unsigned int k, n = 0;
+    nvmlReturn_t rc;
+    GPU_CALL(device, count);
+    rc = gi_profile_of(device, profile, &p);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!out)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (k = 0; k < MAX_MIGS; k++) {
+        struct gpu_instance *gi = &instances[device->index][k];
+        if (!gi->present || gi->profile_id != profile)
+            continue;
+        if (n == *count)
+            return NVML_ERROR_INSUFFICIENT_SIZE;
+        out[n++] = gi;
+    }
+    *count = n;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gi)
+{
+    nvmlReturn_t rc = check_gpu_instance(gi);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (gi->has_ci)
+        return NVML_ERROR_IN_USE; /* its compute instances must be destroyed first */
+    gi->present = 0;
+    return changed(gi->device);
+}
+
+EXPORT nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gi, unsigned int profile,
+                                                         nvmlComputeInstance_t *ci)
+{
+    struct mock_device *d;
+    struct mock_device *m;
+    unsigned long long h1 = 1469598103934665603ULL, h2;
+    const char *c;
+    char seed[UUID_SIZE + 32];
+    nvmlReturn_t rc = check_gpu_instance(gi);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!ci || profile >= CI_PROFILE_COUNT)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    d = gi->device;
+    if (!profiles[d->index][gi->profile_id].ci[profile].present)
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (gi->has_ci)
+        return NVML_ERROR_INSUFFICIENT_RESOURCES;
+    gi->has_ci = 1;
+    gi->ci.id = 0;
+    gi->ci.profile_id = profile;
+    gi->ci.gi = gi;
+    /* a stable UUID: FNV-1a of the GPU's UUID and the instance ids, in the MIG-<8-4-4-4-12> form */
+    snprintf(seed, sizeof seed, "%s/%u/%u", d->uuid, gi->id, gi->ci.id);
+    for (c = seed; *c; c++)
+        h1 = (h1 ^ (unsigned char)*c) * 1099511628211ULL;
+    h2 = h1;
+    for (c = seed; *c; c++)
+        h2 = (h2 ^ (unsigned char)*c) * 1099511628211ULL;
+    m = &migs[d->index][gi - instances[d->index]];
+    snprintf(m->uuid, sizeof m->uuid, "MIG-%08x-%04x-%04x-%04x-%012llx", (unsigned int)(h1 >> 32),
+             (unsigned int)(h1 >> 16) & 0xffff, (unsigned int)h1 & 0xffff, (unsigned int)(h2 >> 48),
+             h2 & 0xffffffffffffULL);
+    *ci = &gi->ci;
+    return changed(d);
+}
+
+EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gi, unsigned int profile,
+                                                       nvmlComputeInstance_t *out, unsigned int *count)
+{
+    nvmlReturn_t rc = check_gpu_instance(gi);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!out || !count || profile >= CI_PROFILE_COUNT)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (gi->has_ci && gi->ci.profile_id == profile) {
+        if (*count < 1)
+            return NVML_ERROR_INSUFFICIENT_SIZE;
+        out[0] = &gi->ci;
+        *count = 1;
+    } else {
+        *count = 0;
+    }
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t ci)
+{
+    nvmlReturn_t rc;
+    if (!ci)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    rc = check_gpu_instance(ci->gi);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (ci != &ci->gi->ci || !ci->gi->has_ci)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    ci->gi->has_ci = 0;
+    migs[ci->gi->device->index][ci->gi - instances[ci->gi->device->index]].uuid[0] = '\0';
+    return changed(ci->gi->device);
 }
 
 /* --- not supported on the GPUs described here -------------------------------------------------------------- */
