@@ -392,7 +392,8 @@ def test_a_cold_gfd_build_prints_progress_and_installs_into_the_cache(tmp_path):
     proc = _run_build(BUILD_NVIDIA, cache, {"PATH": bin_dir + os.pathsep + os.environ["PATH"], "GPUSHARE_NVIDIA_HEARTBEAT": "1"})
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.splitlines()
-    assert lines[0].startswith("[build nvidia v0.18.0] building gpu-feature-discovery nvidia-device-plugin config-manager of github.com/NVIDIA/k8s-device-plugin")
+    assert lines[0].startswith("[build nvidia v0.18.0] building gpu-feature-discovery nvidia-device-plugin config-manager "
+                               "of github.com/NVIDIA/k8s-device-plugin")
     assert "a cold build takes several minutes" in lines[0]
     assert sum("still compiling (0m0" in line for line in lines) >= 2, proc.stderr
     assert lines[-1].startswith("[build nvidia v0.18.0] installed in %s/nvidia-k8s-device-plugin-v0.18.0-" % cache)
