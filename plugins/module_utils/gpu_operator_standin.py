@@ -10,9 +10,12 @@ simulated hardware the lab cluster wrote when it created them (annotations ``gpu
 ``gpushare.k8s/gpu-product``):
 
 * MIG manager: a node labelled ``nvidia.com/mig.config=<layout>`` gets ``nvidia.com/mig.config.state``
-  ``pending``, then ``success`` with the layout applied (kept in annotation ``gpushare.k8s/mig-applied``,
-  the stand-in's GPUs), or ``failed`` with the reason in ``gpushare.k8s/mig-failure`` when the GPUs
-  cannot hold it. A failed or applied layout is not tried again until the label or the layout changes.
+  ``pending`` while NVIDIA's unmodified ``nvidia-mig-parted apply`` (:class:`MigParted`) applies the layout from the
+  ConfigMap ``spec.migManager.config.name`` names to the node's mock GPUs (the mock refuses an instance as the
+  hardware tables do and writes each change back to the node's state file), then ``success`` (the layout recorded in
+  annotation ``gpushare.k8s/mig-applied``) or ``failed`` with mig-parted's own message in ``gpushare.k8s/mig-failure``.
+  A failed or applied layout is not tried again until the label or the layout's text changes. mig-parted's verdict
+  is the only one: the stand-in reads the layout only to notice that it changed.
 * operand DaemonSets: ``nvidia-device-plugin-daemonset`` and ``gpu-feature-discovery`` in the operator's namespace,
   derived from the ClusterPolicy as the operator derives them (:func:`operand_daemonset`: ``MIG_STRATEGY``, the
   device-plugin ConfigMap as a volume, config-manager's init and sidecar containers with ``DEFAULT_CONFIG``), owned
@@ -33,7 +36,7 @@ simulated hardware the lab cluster wrote when it created them (annotations ``gpu
   restarts the processes (the MIG manager and the operator restart them on a real node). The stand-in computes no
   count.
 * GFD: NVIDIA's ``gpu-feature-discovery --oneshot`` (:class:`Gfd`) over our mock ``libnvidia-ml.so.1``,
-  with the node's NVML state file (:mod:`nvml_state`: its product, GPU count and the MIG layout applied),
+  with the node's NVML state file (:mod:`nvml_state`: its product and GPU count, and MIG as mig-parted left it),
   the config config-manager points the node at (read when it switches or GFD's DaemonSet restarts, as GFD's own
   config-manager and GFD do) and ``MIG_STRATEGY`` from its DaemonSet. The stand-in then
   does what NFD's worker and master do on a real node: it puts the ``nvidia.com/*`` labels of GFD's output
@@ -79,7 +82,7 @@ except ImportError:  # loaded as plain modules, next to each other
 
 
 __all__ = ["GFD_LABELS_ANNOTATION", "DevicePlugin", "Gfd", "GfdError", "StandIn", "device_plugin_command", "device_plugin_env", "gfd_label_patch",
-           "hardware_of", "mig_devices", "parse_gfd_output"]
+           "hardware_of", "MigParted", "mig_parted_command", "parse_gfd_output"]
 
 REQUEST_TIMEOUT = 10
 # Seconds one GFD run may take (it takes a few hundredths of a second over the mock).
@@ -88,6 +91,10 @@ GFD_TIMEOUT = 30
 # output's absent ones are removed and no other label is touched: what NFD keeps in nfd.node.kubernetes.io/feature-labels.
 GFD_LABELS_ANNOTATION = "gpushare.k8s/gfd-labels"
 GFD_PREFIX = "nvidia.com/"
+# Seconds one nvidia-mig-parted apply may take (under a second over the mock).
+MIG_PARTED_TIMEOUT = 60
+# The node's state file: the mock NVML's GPUs, which NVIDIA's mig-parted changes through the mock.
+NVML_STATE = "nvml-state"
 _LOG = logging.getLogger("gpu-operator-standin")
 
 
@@ -105,24 +112,22 @@ def hardware_of(node):
     return (count, product) if count > 0 else None
 
 
+def _layout_digest(config_text, layout):
+    """A short digest of what a mig-parted config says of ``layout`` (its whole text when it cannot be read): a layout
+    whose content changed is applied again. Only a change detector: mig-parted decides what the text means."""
+    try:
+        body = json.dumps(_op.parse_mig_parted(config_text).get(layout), sort_keys=True)
+    except (_op.LayoutError, TypeError, AttributeError):
+        body = config_text or ""
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
+
+
 def _json_annotation(annotations, key):
     try:
         value = json.loads(annotations.get(key) or "null")
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
-
-
-def mig_devices(gpu_state):
-    """The MIG devices of each GPU as :func:`nvml_state.node_state` takes them, from the MIG manager's ``gpu_state``.
-
-    ``gpu_state`` is :func:`gpu_operator.apply_layout`'s list (``{"mig": bool, "devices": {profile: count}}`` per GPU);
-    a GPU with MIG off is ``None``, a MIG-enabled one the list of its instances' profiles. ``None`` when no GPU has MIG on.
-    """
-    if not any(gpu["mig"] for gpu in gpu_state):
-        return None
-    return [sorted(profile for profile, count in gpu["devices"].items() for _n in range(int(count))) if gpu["mig"] else None
-            for gpu in gpu_state]
 
 
 def parse_gfd_output(text):
@@ -147,6 +152,132 @@ def gfd_label_patch(gfd_labels, current, previous):
         if key not in gfd_labels and (key in previous or _features.is_managed_label(key)):
             patch[key] = None
     return patch
+
+
+# What a node's MIG manager sees of the machine, set up in its own user, mount and PID namespace before
+# nvidia-mig-parted starts: /proc/modules naming the nvidia module (mig-parted asks the kernel whether the driver is
+# loaded before it uses NVML), the rest of /proc the namespace's own, and the node's PCI devices (one directory per
+# GPU, as sysfs has them) over /sys/bus/pci/devices, where mig-parted enumerates the GPUs it walks. $1 is the node's
+# directory; the rest is the command.
+_MIG_PARTED_NODE = """set -e
+node=$1; shift
+mkdir -p "$node/.proc"
+mount -t proc proc "$node/.proc"
+mount -t tmpfs tmpfs /proc
+mkdir /proc/.host
+mount --move "$node/.proc" /proc/.host
+for entry in /proc/.host/*; do ln -s ".host/${entry##*/}" "/proc/${entry##*/}"; done
+printf 'nvidia 0 0 - Live 0x0\\n' > /proc/modules
+mount --bind "$node/pci-devices" /sys/bus/pci/devices
+exec "$@"
+"""
+
+
+def mig_parted_command(binary, node_dir, config_file, layout):
+    """The argv that runs NVIDIA's ``nvidia-mig-parted apply`` of ``layout`` from ``config_file`` for the node whose
+    files are in ``node_dir`` (see :data:`_MIG_PARTED_NODE`), as the MIG manager runs it on a real node."""
+    return ["unshare", "--user", "--map-current-user", "--mount", "--pid", "--fork", "--kill-child",
+            "sh", "-c", _MIG_PARTED_NODE, "mig-parted-node", node_dir,
+            binary, "apply", "--config-file", config_file, "--selected-config", layout]
+
+
+def _owned_by_mig(key):
+    """Whether a state key is one the MIG calls change (the mock writes them back): the rest is the hardware."""
+    field = key.split(".", 2)[2] if key.startswith("device.") and key.count(".") >= 2 else ""
+    return field == "mig_mode" or field.startswith(("mig.", "gi."))
+
+
+def mig_parted_reason(output):
+    """The reason nvidia-mig-parted gave: the messages of its error and fatal log lines (the last three), else its
+    last line."""
+    messages = []
+    for line in output.splitlines():
+        if "level=error" in line or "level=fatal" in line:
+            head, sep, rest = line.partition('msg="')
+            messages.append(rest[:-1].replace('\\"', '"') if sep and rest.endswith('"') else line.strip())
+    if messages:
+        return "; ".join(messages[-3:])
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
+
+
+class MigParted:
+    """NVIDIA's unmodified ``nvidia-mig-parted`` over our mock NVML: each node's GPUs and the layouts applied to them.
+
+    ``binary`` is the ``nvidia-mig-parted`` built by tools/mig-parted/build.sh, ``mock_dir`` the mock NVML's directory,
+    ``state_dir`` the nodes' files (shared with :class:`Gfd` and :class:`DevicePlugin`): ``<node>/nvml-state`` (the
+    GPUs, which mig-parted changes through the mock), ``<node>/pci-devices/`` (the GPUs as sysfs lists them),
+    ``<node>/mig-parted/config.yaml`` (the mig-parted ConfigMap's config) and ``<node>/mig-parted.log``.
+    """
+
+    def __init__(self, binary, mock_dir, state_dir, timeout=MIG_PARTED_TIMEOUT):
+        self.binary = binary
+        self.mock_dir = mock_dir
+        self.state_dir = state_dir
+        self.timeout = timeout
+        self.runs = 0
+
+    def node_dir(self, node):
+        return os.path.join(self.state_dir, node)
+
+    def gpus(self, node, hardware):
+        """The node's GPUs now, as :func:`nvml_state.parse` entries: the state file as mig-parted left it, or
+        ``hardware`` (:func:`nvml_state.node_state`, MIG off) written anew when there is none or its GPUs are others."""
+        directory = self.node_dir(node)
+        path = os.path.join(directory, NVML_STATE)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                entries = _nvml.parse(handle.read())
+            if [e for e in entries if not _owned_by_mig(e[0])] == [e for e in hardware if not _owned_by_mig(e[0])]:
+                return entries
+        except (OSError, _nvml.NvmlStateError):
+            pass
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        _write(path, _nvml.render(hardware, "gpushare.k8s GPU Operator stand-in: the simulated GPUs of node %s" % node))
+        self._write_pci(directory, hardware)
+        return list(hardware)
+
+    @staticmethod
+    def _write_pci(directory, entries):
+        """``<node>/pci-devices``: a directory per GPU as sysfs lists it (vendor, device, class, NUMA node, resources)."""
+        pci = os.path.join(directory, "pci-devices")
+        fields = dict(entries)
+        if os.path.isdir(pci):
+            for name in os.listdir(pci):
+                for leaf in os.listdir(os.path.join(pci, name)):
+                    os.unlink(os.path.join(pci, name, leaf))
+                os.rmdir(os.path.join(pci, name))
+        for index in range(_nvml.device_count(entries)):
+            domain, bus, rest = fields["device.%d.pci_bus_id" % index].split(":")
+            device_id = int(fields["device.%d.pci_device_id" % index], 16)
+            path = os.path.join(pci, "%04x:%s:%s" % (int(domain, 16) & 0xFFFF, bus.lower(), rest.lower()))
+            os.makedirs(path, mode=0o700)
+            for leaf, text in (("vendor", "0x%04x" % (device_id & 0xFFFF)), ("device", "0x%04x" % (device_id >> 16)),
+                               ("class", "0x030200"), ("numa_node", "-1"), ("resource", "0x0 0x0 0x0")):
+                _write(os.path.join(path, leaf), text + "\n")
+
+    def apply(self, node, config_text, layout):
+        """Run ``nvidia-mig-parted apply`` of ``layout`` with ``config_text`` on the node's GPUs (its state file must
+        exist: :meth:`gpus`); return ``(ok, reason)``, the reason mig-parted's own message when it failed."""
+        directory = self.node_dir(node)
+        config_dir = os.path.join(directory, "mig-parted")
+        os.makedirs(config_dir, mode=0o700, exist_ok=True)
+        config = os.path.join(config_dir, "config.yaml")
+        _write(config, config_text)
+        env = {key: value for key, value in os.environ.items() if not key.startswith("MIG_PARTED_")}
+        env.update({"LD_LIBRARY_PATH": self.mock_dir, "GPUSHARE_NVML_STATE": os.path.join(directory, NVML_STATE)})
+        argv = mig_parted_command(self.binary, directory, config, layout)
+        self.runs += 1
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout, env=env, check=False)
+            output, code = proc.stdout + proc.stderr, proc.returncode
+        except subprocess.TimeoutExpired:
+            output, code = "nvidia-mig-parted did not finish within %ss" % self.timeout, None
+        except OSError as exc:
+            output, code = "cannot run %s: %s" % (argv[0], exc), None
+        with open(os.path.join(directory, "mig-parted.log"), "a", encoding="utf-8") as log:
+            log.write("\n$ nvidia-mig-parted apply --selected-config %s (exit %s)\n%s" % (layout, code, _text(output) if output else ""))
+        return (True, None) if code == 0 else (False, mig_parted_reason(output))
 
 
 class GfdError(Exception):
@@ -550,12 +681,14 @@ def daemonset_pod(daemonset):
 class StandIn:
     """The reconcile pass. ``reconcile()`` returns a list of what it changed (for the log)."""
 
-    def __init__(self, api_client, namespace, gfd=None, timeout=REQUEST_TIMEOUT, device_plugin=None):
-        """``gfd`` is the :class:`Gfd` that labels the nodes and ``device_plugin`` the :class:`DevicePlugin` that advertises
-        their GPUs; without them only the readers work (gpu_operator_wait uses them)."""
+    def __init__(self, api_client, namespace, gfd=None, timeout=REQUEST_TIMEOUT, device_plugin=None, mig_parted=None):
+        """``gfd`` is the :class:`Gfd` that labels the nodes, ``device_plugin`` the :class:`DevicePlugin` that advertises
+        their GPUs and ``mig_parted`` the :class:`MigParted` that partitions them; without them only the readers work
+        (gpu_operator_wait uses them)."""
         self._api_client = api_client
         self._gfd = gfd
         self._device_plugin = device_plugin
+        self._mig_parted = mig_parted
         self._namespace = namespace
         self._timeout = timeout
         # per node: (config file target, GFD Pod template) -> the config text GFD loaded then
@@ -649,8 +782,9 @@ class StandIn:
     # -- the pass ------------------------------------------------------------
 
     def reconcile(self):
-        if self._gfd is None or self._device_plugin is None:
-            raise ValueError("StandIn.reconcile needs the Gfd that labels the nodes and the DevicePlugin that advertises their GPUs")
+        if self._gfd is None or self._device_plugin is None or self._mig_parted is None:
+            raise ValueError("StandIn.reconcile needs the Gfd that labels the nodes, the DevicePlugin that advertises their GPUs and "
+                             "the MigParted that partitions them")
         policy = self.cluster_policy()
         if policy is None:  # no operator: no operand runs
             return self._device_plugin.keep_only(())
@@ -672,67 +806,63 @@ class StandIn:
             actions.extend(self._reconcile_node(node, hardware, plugin_pod, gfd_pod, mm_config, mm_data))
         return actions + self._device_plugin.keep_only(gpu_nodes)
 
-    def _mig_manager(self, node, hardware, mm_config, mm_data):
-        """Apply the node's requested layout; return ``(gpu_state, actions)``."""
+    def _mig_manager(self, node, hardware, machine, mm_config, mm_data):
+        """The MIG manager's part for ``node``: NVIDIA's mig-parted applies the layout its label names; returns
+        ``(gpus, actions)``, ``gpus`` the node's GPUs afterwards (the state file's entries). ``hardware`` is
+        ``(count, product)``, ``machine`` its GPUs with MIG off (:func:`nvml_state.node_state`)."""
         name = node["metadata"]["name"]
-        gpus, product = hardware
+        gpus = self._mig_parted.gpus(name, machine)
         labels = node["metadata"].get("labels") or {}
         annotations = node["metadata"].get("annotations") or {}
-        applied = _json_annotation(annotations, _op.MIG_APPLIED_ANNOTATION) or {}
-        gpu_state = applied.get("gpus")
-        if not isinstance(gpu_state, list) or len(gpu_state) != gpus:
-            gpu_state = [{"mig": False, "devices": {}} for _index in range(gpus)]
         wanted = labels.get(_op.MIG_CONFIG_LABEL)
         if not wanted:
-            return gpu_state, []
+            return gpus, []
+        config_text = (mm_data or {}).get(_op.MIG_PARTED_KEY)
+        digest = _layout_digest(config_text, wanted)
         state = labels.get(_op.MIG_STATE_LABEL)
-        entries = None
-        problem = None
-        if mm_data is None:
-            problem = "ConfigMap %s/%s named by ClusterPolicy spec.migManager.config.name does not exist" % (self._namespace, mm_config.get("name"))
-        else:
-            try:
-                layouts = _op.parse_mig_parted(mm_data.get(_op.MIG_PARTED_KEY, ""))
-                entries = layouts.get(wanted)
-                if entries is None:
-                    problem = "layout %s is not in ConfigMap %s/%s (it has: %s)" % (
-                        wanted, self._namespace, mm_config.get("name"), ", ".join(sorted(layouts)) or "none")
-            except _op.LayoutError as exc:
-                problem = str(exc)
-        digest = _op.layout_digest(entries) if entries is not None else None
+        applied = _json_annotation(annotations, _op.MIG_APPLIED_ANNOTATION) or {}
         if applied.get("layout") == wanted and applied.get("digest") == digest and state == "success":
-            return gpu_state, []
+            return gpus, []
         failure = _json_annotation(annotations, _op.MIG_FAILURE_ANNOTATION) or {}
         if failure.get("layout") == wanted and failure.get("digest") == digest and state == "failed":
-            return gpu_state, []
+            return gpus, []
         self._patch_metadata(name, labels={_op.MIG_STATE_LABEL: "pending"})
-        if problem is None:
-            try:
-                new_state = _op.apply_layout(product, gpus, entries)
-            except _op.LayoutError as exc:
-                problem = str(exc)
-        if problem is not None:
-            reason = "cannot apply %s on %s (%d x %s): %s" % (wanted, name, gpus, product, problem)
+        if mm_data is None:
+            ok, problem = False, "ConfigMap %s/%s named by ClusterPolicy spec.migManager.config.name does not exist" % (
+                self._namespace, mm_config.get("name"))
+        elif config_text is None:
+            ok, problem = False, "ConfigMap %s/%s has no key %s" % (self._namespace, mm_config.get("name"), _op.MIG_PARTED_KEY)
+        else:
+            ok, problem = self._mig_parted.apply(name, config_text, wanted)
+            gpus = self._mig_parted.gpus(name, machine)
+        if not ok:
+            count, product = hardware
+            reason = "cannot apply %s on %s (%d x %s): %s" % (wanted, name, count, product, problem)
             self._patch_metadata(
                 name,
                 labels={_op.MIG_STATE_LABEL: "failed"},
                 annotations={_op.MIG_FAILURE_ANNOTATION: json.dumps({"layout": wanted, "digest": digest, "reason": reason}, sort_keys=True)},
             )
-            return gpu_state, ["%s: mig.config %s failed: %s" % (name, wanted, problem)]
+            return gpus, ["%s: mig.config %s failed: %s" % (name, wanted, problem)]
         self._patch_metadata(
             name,
             labels={_op.MIG_STATE_LABEL: "success"},
             annotations={
-                _op.MIG_APPLIED_ANNOTATION: json.dumps({"layout": wanted, "digest": digest, "gpus": new_state}, sort_keys=True),
+                _op.MIG_APPLIED_ANNOTATION: json.dumps({"layout": wanted, "digest": digest}, sort_keys=True),
                 _op.MIG_FAILURE_ANNOTATION: None,
             },
         )
-        return new_state, ["%s: mig.config %s applied" % (name, wanted)]
+        return gpus, ["%s: mig.config %s applied by nvidia-mig-parted" % (name, wanted)]
 
     def _reconcile_node(self, node, hardware, plugin_pod, gfd_pod, mm_config, mm_data):
         name = node["metadata"]["name"]
-        gpus, product = hardware
-        gpu_state, actions = self._mig_manager(node, hardware, mm_config, mm_data)
+        count, product = hardware
+        try:
+            machine = _nvml.node_state(product, count, node=name)
+        except _nvml.NvmlStateError as exc:
+            _LOG.warning("%s: the simulated GPUs cannot be described to NVIDIA's binaries: %s", name, exc)
+            return []
+        state, actions = self._mig_manager(node, hardware, machine, mm_config, mm_data)
         labels = node["metadata"].get("labels") or {}
         configs = None
         if plugin_pod["configmap"]:
@@ -742,11 +872,6 @@ class StandIn:
                              name, self._namespace, plugin_pod["configmap"])
                 return actions
             configs = plugin_pod["data"]
-        try:
-            state = _nvml.node_state(product, gpus, node=name, mig_devices=mig_devices(gpu_state))
-        except _nvml.NvmlStateError as exc:
-            _LOG.warning("%s: the simulated GPUs cannot be described to NVIDIA's binaries: %s", name, exc)
-            return actions
         actions.extend(self._device_plugin.ensure(name, state, configs, plugin_pod["default_config"], plugin_pod["strategy"], plugin_pod["pod"]))
         config_text = None
         if configs is not None:

@@ -422,7 +422,8 @@ def test_missing_key_no_label_and_unknown_layout_end_as_on_an_operator_cluster(c
         core.patch_node("lab-node-2", {"metadata": {"labels": {MIG_CONFIG_LABEL: "no-such-layout"}}})
         wait_until(lambda: labels(core, "lab-node-2").get(STATE_LABEL) == "failed", timeout=10, what="lab-node-2 mig.config.state=failed")
         reason = json.loads(core.read_node("lab-node-2").metadata.annotations["gpushare.k8s/mig-failure"])["reason"]
-        assert "layout no-such-layout is not in ConfigMap" in reason, reason
+        # NVIDIA's mig-parted said why: its own message
+        assert "selected mig-config not present: no-such-layout" in reason, reason
         assert gpus(core, "lab-node-2") == before
     finally:
         core.patch_node("lab-node-2", {"metadata": {"labels": {MIG_CONFIG_LABEL: layout}}})
@@ -449,7 +450,8 @@ def test_layout_the_gpus_cannot_hold_fails_with_the_reason(cluster):
         text = output(proc)
         assert proc.returncode != 0, tail(proc)
         assert f"{name}: nvidia.com/mig.config.state=failed" in text, tail(proc)
-        assert "7 instances of 1g.10gb do not fit: one A100-SXM4-40GB holds at most 4" in text, tail(proc)
+        # NVIDIA's mig-parted tried every order of the instances over the mock's 40 GB A100s: its own message
+        assert "Error creating GPU instance for '1g.10gb': ERROR_INSUFFICIENT_RESOURCES" in text, tail(proc)
         assert elapsed < 45, f"the role waited {elapsed:.0f}s instead of failing on the MIG manager's answer"
         assert labels(core, name)[STATE_LABEL] == "failed"
         assert not gpus(core, name).get("nvidia.com/mig-1g.10gb")

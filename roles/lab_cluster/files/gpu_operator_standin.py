@@ -84,6 +84,7 @@ def main(argv=None):
     parser.add_argument("--gfd", required=True, help="NVIDIA's gpu-feature-discovery binary (tools/nvidia/build.sh)")
     parser.add_argument("--device-plugin", required=True, help="NVIDIA's nvidia-device-plugin binary (tools/nvidia/build.sh)")
     parser.add_argument("--device-plugin-kubelet", required=True, help="the kubelet side it registers with (tools/device-plugin-kubelet/build.sh)")
+    parser.add_argument("--mig-parted", required=True, help="NVIDIA's nvidia-mig-parted binary (tools/mig-parted/build.sh)")
     parser.add_argument("--nvml-mock", required=True, help="the directory of our mock libnvidia-ml.so.1 (tools/nvml-mock/build.sh)")
     parser.add_argument("--state-dir", required=True, help="where each node's NVML state, config and GFD output files go")
     args = parser.parse_args(argv)
@@ -93,6 +94,7 @@ def main(argv=None):
     missing = [path for path, ok in ((args.gfd, os.access(args.gfd, os.X_OK)),
                                      (args.device_plugin, os.access(args.device_plugin, os.X_OK)),
                                      (args.device_plugin_kubelet, os.access(args.device_plugin_kubelet, os.X_OK)),
+                                     (args.mig_parted, os.access(args.mig_parted, os.X_OK)),
                                      (os.path.join(args.nvml_mock, "libnvidia-ml.so.1"), os.path.isfile(os.path.join(args.nvml_mock, "libnvidia-ml.so.1"))))
                if not ok]
     if missing:  # the lab_cluster role builds them before it starts the cluster
@@ -116,9 +118,11 @@ def main(argv=None):
     gfd = standin_mod.Gfd(os.path.abspath(args.gfd), os.path.abspath(args.nvml_mock), os.path.abspath(args.state_dir))
     plugins = standin_mod.DevicePlugin(os.path.abspath(args.device_plugin), os.path.abspath(args.device_plugin_kubelet),
                                        os.path.abspath(args.nvml_mock), os.path.abspath(args.state_dir), os.path.abspath(args.kubeconfig))
-    standin = standin_mod.StandIn(api_client, args.namespace, gfd, device_plugin=plugins)
-    log.info("started: namespace %s, kubeconfig %s, gpu-feature-discovery %s and nvidia-device-plugin %s over the NVML mock in %s, "
-             "node files in %s", args.namespace, args.kubeconfig, gfd.binary, plugins.binary, gfd.mock_dir, gfd.state_dir)
+    mig_parted = standin_mod.MigParted(os.path.abspath(args.mig_parted), os.path.abspath(args.nvml_mock), os.path.abspath(args.state_dir))
+    standin = standin_mod.StandIn(api_client, args.namespace, gfd, device_plugin=plugins, mig_parted=mig_parted)
+    log.info("started: namespace %s, kubeconfig %s, gpu-feature-discovery %s, nvidia-device-plugin %s and nvidia-mig-parted %s over the "
+             "NVML mock in %s, node files in %s", args.namespace, args.kubeconfig, gfd.binary, plugins.binary, mig_parted.binary, gfd.mock_dir,
+             gfd.state_dir)
     try:
         return _loop(args, standin, api_client, stop, log)
     finally:

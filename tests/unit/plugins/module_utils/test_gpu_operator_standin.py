@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The GPU Operator stand-in's pure pieces: the MIG manager's state as the mock's MIG devices, GFD's output file,
+"""The GPU Operator stand-in's pure pieces: the MIG manager's files and mig-parted's reason, GFD's output file,
 the label patch (GFD's labels on, stale GFD labels off, every other label kept) and the GFD runner's cache.
 
 A fake gpu-feature-discovery (a shell script) stands in for NVIDIA's here; tests/integration/test_gpu_operator_mode.py
@@ -17,11 +17,33 @@ from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_operator_s
 from ansible_collections.gpushare.k8s.plugins.module_utils import nvml_state
 
 
-def test_mig_devices_of_the_mig_managers_state():
-    assert standin.mig_devices([{"mig": False, "devices": {}}] * 2) is None
-    state = [{"mig": True, "devices": {"1g.10gb": 7}}, {"mig": True, "devices": {}}, {"mig": False, "devices": {}}]
-    assert standin.mig_devices(state) == [["1g.10gb"] * 7, [], None]
-    assert standin.mig_devices([{"mig": True, "devices": {"3g.40gb": 1, "1g.10gb": 2}}]) == [["1g.10gb", "1g.10gb", "3g.40gb"]]
+def test_mig_parted_reason_is_its_own_error_messages():
+    output = (
+        'time="2026-12-04T11:48:41Z" level=debug msg="Walking MigConfig for (devices=all)"\n'
+        'time="2026-12-04T11:48:41Z" level=error msg="Error creating GPU instance for \'1g.10gb\': ERROR_INSUFFICIENT_RESOURCES"\n'
+        'time="2026-12-04T11:48:41Z" level=fatal msg="Error applying MIG configuration with hooks: error setting MIGConfig: all orderings failed"\n')
+    assert standin.mig_parted_reason(output) == ("Error creating GPU instance for '1g.10gb': ERROR_INSUFFICIENT_RESOURCES; "
+                                                 "Error applying MIG configuration with hooks: error setting MIGConfig: all orderings failed")
+    assert standin.mig_parted_reason("line one\nexec: no such file\n") == "exec: no such file"
+    assert standin.mig_parted_reason("") == "no output"
+
+
+def test_the_mig_manager_keeps_what_mig_parted_changed_until_the_gpus_are_others(tmp_path):
+    """MigParted.gpus writes the node's machine (MIG off) and its PCI devices once, then returns the state file as
+    mig-parted left it; other GPUs (a new count or product) replace it."""
+    mig = standin.MigParted("nvidia-mig-parted", str(tmp_path / "mock"), str(tmp_path))
+    machine = nvml_state.node_state("A100-SXM4-80GB", 2, node="n1")
+    assert mig.gpus("n1", machine) == machine
+    pci = tmp_path / "n1" / "pci-devices"
+    assert sorted(p.name for p in pci.iterdir()) == ["0000:01:00.0", "0000:02:00.0"]
+    assert (pci / "0000:01:00.0" / "vendor").read_text() == "0x10de\n" and (pci / "0000:01:00.0" / "device").read_text() == "0x20b2\n"
+    state = tmp_path / "n1" / "nvml-state"
+    # what the mock writes back after mig-parted enabled MIG and made a GPU instance without a compute instance yet
+    changed = state.read_text().replace("device.0.mig_mode 0\n", "") + "device.0.mig_mode 1\ndevice.0.gi.0 1 0 0 1\n"
+    state.write_text(changed)
+    assert mig.gpus("n1", machine) == nvml_state.parse(changed)
+    assert mig.gpus("n1", nvml_state.node_state("A100-SXM4-80GB", 1, node="n1")) == nvml_state.node_state("A100-SXM4-80GB", 1, node="n1")
+    assert sorted(p.name for p in pci.iterdir()) == ["0000:01:00.0"]
 
 
 def test_parse_gfd_output_keeps_nvidia_labels_only():
