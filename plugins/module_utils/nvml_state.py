@@ -109,10 +109,11 @@ def _full_compute_profile(profile):
 def place(product, names, where="mig"):
     """Where the GPU instances ``names`` (profile names as the tables write them) go on one GPU of ``product``.
 
-    Returns ``[(profile, start, size)]`` in placement order: each instance, largest profile first, at the first of its
-    possible placements (NVIDIA's, from the tables) whose memory slices are free, as NVML places them when no placement
-    is asked for. NvmlStateError when a profile is unknown, or the instances exceed the profile's instance count, the
-    GPU's compute slices or its memory slices: what real hardware refuses.
+    Returns ``[(profile, start, size)]`` in placement order: each instance at one of its possible placements (NVIDIA's,
+    from the tables) on memory slices no other holds, the first such assignment taking the largest profile first and
+    each at its earliest placement that leaves room for the rest. NvmlStateError when a profile is unknown, or the
+    instances exceed the profile's instance count, the GPU's compute slices or no assignment exists: what real
+    hardware refuses (and what NVIDIA's mig-parted, which tries every order, cannot apply).
     """
     canonical = _products.canonical(product)
     table = {p["name"]: p for p in _PRODUCTS[canonical]["mig_profiles"]} if canonical else {}
@@ -122,22 +123,34 @@ def place(product, names, where="mig"):
     if unknown:
         raise NvmlStateError(where, "%s: no such MIG profile of %s" % (", ".join(map(repr, unknown)), canonical), "use %s" % ", ".join(table))
     compute = max(p["slices"] for p in table.values())
-    used, placed, slices = set(), [], 0
-    for name in sorted(names, key=lambda n: (-table[n]["slices"], -table[n]["memory_mib"], n)):
-        profile = table[name]
-        slices += profile["slices"]
-        if names.count(name) > profile["instances"] or slices > compute:
+    order = sorted(names, key=lambda n: (-table[n]["slices"], -table[n]["memory_mib"], n))
+    for name in set(order):
+        if names.count(name) > table[name]["instances"]:
             raise NvmlStateError(where, "%s do not fit one %s" % (", ".join(names), canonical), "use fewer or smaller instances")
-        for start, size in profile["placements"]:
-            taken = set(range(start, start + size))
-            if not taken & used:
-                used |= taken
-                placed.append((profile, start, size))
-                break
-        else:
-            raise NvmlStateError(where, "%s do not fit one %s (no free placement for %s)" % (", ".join(names), canonical, name),
-                                 "use fewer or smaller instances")
+    if sum(table[name]["slices"] for name in order) > compute:
+        raise NvmlStateError(where, "%s do not fit one %s" % (", ".join(names), canonical), "use fewer or smaller instances")
+    placed = _placements(order, table, 0, set())
+    if placed is None:
+        raise NvmlStateError(where, "%s do not fit one %s (no free placements for all of them)" % (", ".join(names), canonical),
+                             "use fewer or smaller instances")
     return sorted(placed, key=lambda entry: entry[1])
+
+
+def _placements(order, table, index, used):
+    """The first assignment of placements to ``order[index:]`` (each at one of its profile's possible placements, in
+    the tables' order, on memory slices no other instance holds), or ``None``: a search, as NVIDIA's mig-parted tries
+    other orders when an instance finds no free placement."""
+    if index == len(order):
+        return []
+    profile = table[order[index]]
+    for start, size in profile["placements"]:
+        taken = set(range(start, start + size))
+        if taken & used:
+            continue
+        rest = _placements(order, table, index + 1, used | taken)
+        if rest is not None:
+            return [(profile, start, size)] + rest
+    return None
 
 
 def _mig_entries(canonical, index, node, names, where):

@@ -171,6 +171,14 @@ def test_mig_devices_are_placed_at_nvidias_first_free_placement():
     assert not [key for key in values if key.startswith("device.1.mig.")]
 
 
+def test_place_finds_room_that_largest_first_at_the_first_placement_would_not():
+    """3g.40gb at 0 leaves 2g.20gb only 4:2 and the two 1g.10gb one slice: 3g at 4 fits them all (found by NVIDIA's
+    mig-parted over the mock: tests/integration/test_nvidia_mig_parted.py)."""
+    placed = nvml_state.place("A100-SXM4-80GB", ["1g.10gb", "3g.40gb", "2g.20gb", "1g.10gb"])
+    assert [(p["name"], start, size) for p, start, size in placed] == [
+        ("2g.20gb", 0, 2), ("1g.10gb", 2, 1), ("1g.10gb", 3, 1), ("3g.40gb", 4, 4)]
+
+
 def test_place_puts_the_largest_first():
     placed = nvml_state.place("A100-SXM4-80GB", ["1g.10gb", "3g.40gb", "2g.20gb"])
     assert [(p["name"], start, size) for p, start, size in placed] == [("3g.40gb", 0, 4), ("2g.20gb", 4, 2), ("1g.10gb", 6, 1)]
@@ -182,7 +190,7 @@ def test_place_puts_the_largest_first():
         (["1g.10gb"] * 8, "do not fit one A100-SXM4-80GB"),  # 7 fit, an 8th does not
         (["4g.40gb", "4g.40gb"], "do not fit one A100-SXM4-80GB"),
         (["4g.40gb", "3g.40gb", "1g.10gb"], "do not fit one A100-SXM4-80GB"),  # 8 compute slices of 7
-        (["3g.40gb", "3g.40gb", "1g.10gb"], "no free placement for 1g.10gb"),  # the memory slices are taken
+        (["3g.40gb", "3g.40gb", "1g.10gb"], "no free placements for all of them"),  # the memory slices are taken
         (["9g.99gb"], "'9g.99gb': no such MIG profile of A100-SXM4-80GB"),
     ],
 )
