@@ -1,5 +1,5 @@
 /*
- * A mock libnvidia-ml.so.1 for NVIDIA's unmodified binaries (gpu-feature-discovery first): it answers the
+ * A mock libnvidia-ml.so.1 for NVIDIA's unmodified binaries (GFD, the device plugin, mig-parted): it answers the
  * NVML calls they make from a per-node state file, so a process that loads it through LD_LIBRARY_PATH sees the
  * GPUs that file describes.
  *
@@ -31,8 +31,14 @@
  * instance with one compute instance each):
  *
  *   device.<i>.gi_profile.<id> <slices> <instances> <memory MiB> <SMs> <copy> <decoders> <encoders> <jpeg> <ofa> <p2p> <name>
+ *   device.<i>.gi_placements.<id> <start>:<size> ...   the profile's possible placements (memory slices), in order
  *   device.<i>.ci_profile.<gi profile id>.<ci profile id> <slices> <instances> <SMs> <copy> <decoders> <encoders> <jpeg> <ofa>
- *   device.<i>.mig.<j> <gi id> <gi profile id> <start> <size> <ci id> <ci profile id> <uuid>
+ *   device.<i>.mig.<slot> <gi id> <gi profile id> <start> <size> <ci id> <ci profile id> <uuid>
+ *   device.<i>.gi.<slot> <gi id> <gi profile id> <start> <size>    a GPU instance without a compute instance
+ *
+ * The MIG calls NVIDIA's mig-parted makes (MIG mode, GPU and compute instances created and destroyed) change the
+ * state and write it back to the file: the mig_mode, mig.<slot> and gi.<slot> lines are rewritten, every other line
+ * kept (see "MIG changes" below).
  *
  * A call for a device index or handle it does not know returns NVML_ERROR_INVALID_ARGUMENT; a query the described
  * GPU cannot answer (MIG mode on a GPU without MIG, fabric info, MIG devices) NVML_ERROR_NOT_SUPPORTED, as NVML does.
