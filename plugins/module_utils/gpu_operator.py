@@ -31,11 +31,13 @@ import re
 try:
     from . import device_plugin as _dp
     from . import gpu_features as _features
+    from . import gpu_names as _names
     from . import mig as _mig
     from .errors import InputError
 except ImportError:  # loaded as plain modules, next to each other
     import device_plugin as _dp  # type: ignore[no-redef]
     import gpu_features as _features  # type: ignore[no-redef]
+    import gpu_names as _names  # type: ignore[no-redef]
     import mig as _mig  # type: ignore[no-redef]
     from errors import InputError  # type: ignore[no-redef]
 
@@ -76,7 +78,7 @@ CLUSTER_POLICY_VERSION = "v1"
 CLUSTER_POLICY_PLURAL = "clusterpolicies"
 CLUSTER_POLICY_KIND = "ClusterPolicy"
 
-DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+DEVICE_PLUGIN_CONFIG_LABEL = _names.CONFIG_LABEL
 # The operand DaemonSets whose Pods read the device-plugin config (the operator's names); the MPS control daemon's
 # (nvidia-device-plugin-mps-control-daemon) mounts it too where it runs.
 DEVICE_PLUGIN_DAEMONSET = "nvidia-device-plugin-daemonset"
@@ -84,8 +86,8 @@ GFD_DAEMONSET = "gpu-feature-discovery"
 # On the Pod template of each operand DaemonSet that mounts the device-plugin ConfigMap: a digest of each config's
 # content as of the DaemonSet's last restart by the collection (JSON {key: digest}); writing it is the restart.
 CONFIG_DIGESTS_ANNOTATION = "gpushare.k8s/device-plugin-configs"
-MIG_CONFIG_LABEL = "nvidia.com/mig.config"
-MIG_STATE_LABEL = "nvidia.com/mig.config.state"
+MIG_CONFIG_LABEL = _names.MIG_CONFIG_LABEL
+MIG_STATE_LABEL = _names.MIG_STATE_LABEL
 MIG_PARTED_KEY = "config.yaml"
 ALL_DISABLED = "all-disabled"
 STRATEGIES = ("none", "single", "mixed")

@@ -35,6 +35,11 @@ except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
     yaml = None
 
 try:
+    from .gpu_names import CONFIG_LABEL
+except ImportError:  # loaded as a plain module, next to gpu_names.py
+    from gpu_names import CONFIG_LABEL  # type: ignore[no-redef]
+
+try:
     from .device_plugin import (
         SHARED_SUFFIX,
         STRATEGY_NONE,
@@ -73,8 +78,6 @@ __all__ = [
     "unshared_configs",
 ]
 
-# The node label the GPU Operator's config manager watches.
-CONFIG_LABEL = "nvidia.com/device-plugin.config"
 
 
 def _configs(configs):

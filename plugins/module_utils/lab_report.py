@@ -15,13 +15,18 @@ from __future__ import annotations
 
 import os
 
+try:
+    from . import gpu_names as _names
+except ImportError:  # loaded as a plain module, next to gpu_names.py
+    import gpu_names as _names  # type: ignore[no-redef]
+
 __all__ = ["CONFIG_LABEL", "DEFAULT_LABELS", "lab_summary"]
 
-CONFIG_LABEL = "nvidia.com/device-plugin.config"
+CONFIG_LABEL = _names.CONFIG_LABEL
 # The labels that tell a GPU node's kind: its product (-SHARED when time-sliced) and MIG strategy, and in operator
 # mode the MIG layout asked of the MIG manager and how far it got.
-DEFAULT_LABELS = ("nvidia.com/gpu.product", "nvidia.com/mig.strategy", "nvidia.com/mig.config", "nvidia.com/mig.config.state")
-DEFAULT_PREFIX = "nvidia.com/"
+DEFAULT_LABELS = (_names.PRODUCT_LABEL, _names.MIG_STRATEGY_LABEL, _names.MIG_CONFIG_LABEL, _names.MIG_STATE_LABEL)
+DEFAULT_PREFIX = _names.PREFIX
 # Where a folder's list of files wraps (the other lines are as long as the names they show).
 WIDTH = 100
 

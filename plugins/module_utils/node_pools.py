@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_names as _names
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
 
 __all__ = ["PoolError", "validate_selector", "selector_matches", "validate_pools", "node_gpus", "resolve_pools"]
@@ -31,7 +32,7 @@ MIG_KEYS = ("profile", "gpus", "layout")
 HARDWARE_GPUS_ANNOTATION = "gpushare.k8s/gpus"
 HARDWARE_PRODUCT_ANNOTATION = "gpushare.k8s/gpu-product"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_PRODUCT_LABEL = _names.PRODUCT_LABEL
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 
 _NAME_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")

@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 import json
 
+from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_names as _names
 from ansible_collections.gpushare.k8s.plugins.module_utils import node_pools as _pools
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
 
@@ -38,8 +39,8 @@ __all__ = ["RecordError", "RECORD_KEY", "OWNED_LABELS", "load", "dump", "extend"
 RECORD_KEY = "record.json"
 RECORD_VERSION = 1
 # The labels the role writes, and the MIG manager's answer to one of them: each is put back as it was.
-OWNED_LABELS = ("nvidia.com/device-plugin.config", "nvidia.com/mig.config", "nvidia.com/mig.config.state")
-MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+OWNED_LABELS = _names.OPERATOR_OWNED_LABELS
+MIG_CONFIG_LABEL = _names.MIG_CONFIG_LABEL
 ALL_DISABLED = "all-disabled"
 HELM_RELEASE_ANNOTATION = "meta.helm.sh/release-name"
 HELM_NAMESPACE_ANNOTATION = "meta.helm.sh/release-namespace"

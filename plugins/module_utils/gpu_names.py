@@ -1,0 +1,29 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The names NVIDIA's components give the node labels and extended resources the collection reads and writes: one
+home for them, which the other module_utils import (their own constants of the same names are these).
+
+No Ansible import and no other import: every module, loaded in any way, can read it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PREFIX", "GPU_RESOURCE", "CONFIG_LABEL", "MIG_CONFIG_LABEL", "MIG_STATE_LABEL", "PRODUCT_LABEL", "MIG_STRATEGY_LABEL",
+           "OPERATOR_OWNED_LABELS"]
+
+# NVIDIA's prefix of every label GFD writes and every resource the device plugin advertises.
+PREFIX = "nvidia.com/"
+# The whole-GPU resource (time-sliced or MPS slots under a shared config; MIG devices under the single strategy).
+GPU_RESOURCE = "nvidia.com/gpu"
+# The node label NVIDIA's config-manager follows: the key of the device-plugin ConfigMap the node runs.
+CONFIG_LABEL = "nvidia.com/device-plugin.config"
+# The node label NVIDIA's MIG manager follows (a layout of the mig-parted config) and the one it reports on.
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_STATE_LABEL = "nvidia.com/mig.config.state"
+# GFD's product label (``-SHARED`` appended under a shared config) and its MIG strategy label.
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+# The labels the configure-only role writes on a GPU Operator cluster (and its undo gives back).
+OPERATOR_OWNED_LABELS = (CONFIG_LABEL, MIG_CONFIG_LABEL, MIG_STATE_LABEL)
