@@ -79,7 +79,6 @@ __all__ = [
 ]
 
 
-
 def _configs(configs):
     """Validate a mapping of config name -> config (mapping or YAML text); yield ``(name, normalised config)`` sorted by name."""
     if not isinstance(configs, dict):
