@@ -7,14 +7,15 @@ node state from plugins/module_utils/nvml_state.py with MIG off, its GPUs listed
 enables MIG, creates the GPU and compute instances through the mock, which places and refuses them by NVIDIA's
 hardware tables and writes each change back to the node's state file, read here afterwards.
 
-For every MIG product of the tables and every profile the model knows (``mig.profiles``), on a node of two GPUs:
+For every MIG product of the tables and every profile the model knows (``mig.profiles``), on a node of one GPU:
 
-* the model's ``max_instances`` per GPU is what mig-parted creates: that many instances on each GPU apply, with that
-  many MIG devices of the profile in the state file afterwards;
+* the model's ``max_instances`` per GPU is what mig-parted creates: that many instances apply, with that many MIG
+  devices of the profile in the state file afterwards;
 * one more fails: mig-parted exits non-zero, the mock's answer (``ERROR_INSUFFICIENT_RESOURCES``) in its message,
   and the model refuses the same count (``validate_layout``);
 
-and a few layouts that mix profiles on one GPU, the model's verdict (``nvml_state.place``) against mig-parted's.
+and a few layouts that mix profiles on one GPU, the model's verdict (``nvml_state.place``) against mig-parted's, on
+both GPUs of a node of two.
 
 The table is printed (``pytest -s`` or ``-rA``) and given as a warning summary. The profiles NVIDIA's v0.18.0 plugin
 and GFD name otherwise (test_nvidia_gfd.GFD_PROFILE_NAMES) are named the same way by mig-parted's go-nvlib (v0.7.0):
@@ -70,14 +71,15 @@ def _config(devices):
     return yaml.safe_dump({"version": "v1", "mig-configs": {"case": [{"devices": "all", "mig-enabled": True, "mig-devices": devices}]}})
 
 
-def _apply(binary, mock, root, key, product, devices):
-    """mig-parted's verdict on one GPU layout of ``product`` on both GPUs: ``(ok, reason, {gpu: [profile ids]})``."""
+def _apply(binary, mock, root, key, product, devices, gpus=GPUS):
+    """mig-parted's verdict on one GPU layout of ``product`` on every GPU of a node of ``gpus``: ``(ok, reason,
+    {gpu: [profile ids]})``."""
     runner = gpu_operator_standin.MigParted(str(binary), str(mock), str(root))
     node = "n%d" % key
-    runner.gpus(node, nvml_state.node_state(product, GPUS, node=node))
+    runner.gpus(node, nvml_state.node_state(product, gpus, node=node))
     ok, reason = runner.apply(node, _config(devices), "case")
     made = {}
-    for field, value in runner.gpus(node, nvml_state.node_state(product, GPUS, node=node)):
+    for field, value in runner.gpus(node, nvml_state.node_state(product, gpus, node=node)):
         parts = field.split(".")
         if len(parts) == 4 and parts[2] == "mig":
             made.setdefault(int(parts[1]), []).append(int(value.split()[1]))
@@ -100,8 +102,8 @@ def test_mig_parted_creates_what_the_model_says_fits_and_refuses_one_more(tmp_pa
     assert MIG_PARTED_UNNAMEABLE == {(product, profile) for product, profile, _count in cases if (product, profile) in taken}
     started = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
-        results = list(pool.map(lambda item: _apply(binary, mock, tmp_path, item[0], item[1][0], {_name(item[1][0], item[1][1]): item[1][2]}),
-                                enumerate(cases)))
+        results = list(pool.map(lambda item: _apply(binary, mock, tmp_path, item[0], item[1][0], {_name(item[1][0], item[1][1]): item[1][2]},
+                                                     gpus=1), enumerate(cases)))
     rows, wrong = [], []
     for (product, profile, count), (ok, reason, made) in zip(cases, results):
         fits = count <= mig.max_instances(product, profile)
@@ -110,7 +112,7 @@ def test_mig_parted_creates_what_the_model_says_fits_and_refuses_one_more(tmp_pa
                          "not compared: mig-parted reads %s as the smaller profile of that name" % profile))
             continue
         ids = _profile_ids(product)
-        want = {gpu: [ids[profile]] * count for gpu in range(GPUS)} if fits else None
+        want = {0: [ids[profile]] * count} if fits else None
         same = ok == fits and (made == want if fits else INSUFFICIENT in (reason or ""))
         rows.append((product, _name(product, profile), count, "fits" if fits else "refused",
                      "applied" if ok else "failed", "same" if same else "DIFFER"))
