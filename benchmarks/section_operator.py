@@ -80,7 +80,7 @@ def _mig_layouts(api, samples):
             applied = json.loads((node.metadata.annotations or {}).get(APPLIED, "{}")).get("layout")
             if succeeded is None and state == "success" and applied == config:  # not the previous layout's success
                 succeeded = time.perf_counter()
-                RESULTS.add("operator.mig_success", succeeded - start, "MIG layout label -> mig.config.state=success (stand-in MIG manager)")
+                RESULTS.add("operator.mig_success", succeeded - start, "MIG layout label -> mig.config.state=success (nvidia-mig-parted apply)")
             if succeeded is not None and (node.status.allocatable or {}).get(MIG_RESOURCE) == want:
                 RESULTS.add("operator.mig_advertised", time.perf_counter() - start, "MIG layout label -> the device plugin's new devices")
                 break
