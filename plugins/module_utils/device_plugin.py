@@ -22,8 +22,10 @@ except ImportError:  # rendering says what to install; validation needs no YAML 
     yaml = None
 
 try:
+    from .gpu_names import GPU_RESOURCE
     from .manifest_yaml import ManifestError, load_documents
 except ImportError:  # loaded as a plain module, next to manifest_yaml.py
+    from gpu_names import GPU_RESOURCE  # type: ignore[no-redef]
     from manifest_yaml import ManifestError, load_documents  # type: ignore[no-redef]
 
 
@@ -42,7 +44,7 @@ __all__ = [
 ]
 
 DEFAULT_PREFIX = "nvidia.com"
-DEFAULT_RESOURCE = "nvidia.com/gpu"
+DEFAULT_RESOURCE = GPU_RESOURCE
 SHARED_SUFFIX = ".shared"
 # MPS serves at most 48 clients per GPU (16 on pre-Volta GPUs).
 MPS_MAX_CLIENTS = 48

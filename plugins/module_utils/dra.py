@@ -37,12 +37,14 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 try:
+    from . import gpu_names as _names
     from . import gpu_products as _products
     from . import mig as _mig
     from .errors import ApiCallError, InputError
     from .gpu_features import gpu_memory_mib
     from .quantity import parse_quantity
 except ImportError:  # loaded as plain modules, next to each other
+    import gpu_names as _names  # type: ignore[no-redef]
     import gpu_products as _products  # type: ignore[no-redef]
     import mig as _mig  # type: ignore[no-redef]
     from errors import ApiCallError, InputError  # type: ignore[no-redef]
@@ -71,12 +73,12 @@ CLASS_GPU = "gpu.nvidia.com"
 CLASS_MIG = "mig.nvidia.com"
 CLASS_SHARED = "shared.gpu.nvidia.com"
 # The extended resource the whole-GPU class serves (NVIDIA's chart sets the same on gpu.nvidia.com).
-BRIDGE_RESOURCE = "nvidia.com/gpu"
+BRIDGE_RESOURCE = _names.GPU_RESOURCE
 SHARINGS = ("whole", "mig", "shared")
 STATES = ("present", "absent")
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "gpushare.k8s"
-KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+KWOK_ANNOTATION = _names.KWOK_NODE_ANNOTATION
 DEFAULT_PARALLELISM = 16
 MAX_PARALLELISM = 256
 ATTEMPTS = 5

@@ -11,7 +11,7 @@ No Ansible import and no other import: every module, loaded in any way, can read
 from __future__ import annotations
 
 __all__ = ["PREFIX", "GPU_RESOURCE", "CONFIG_LABEL", "MIG_CONFIG_LABEL", "MIG_STATE_LABEL", "PRODUCT_LABEL", "MIG_STRATEGY_LABEL",
-           "OPERATOR_OWNED_LABELS"]
+           "OPERATOR_OWNED_LABELS", "KWOK_NODE_ANNOTATION", "HARDWARE_GPUS_ANNOTATION", "HARDWARE_PRODUCT_ANNOTATION"]
 
 # NVIDIA's prefix of every label GFD writes and every resource the device plugin advertises.
 PREFIX = "nvidia.com/"
@@ -27,3 +27,9 @@ PRODUCT_LABEL = "nvidia.com/gpu.product"
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
 # The labels the configure-only role writes on a GPU Operator cluster (and its undo gives back).
 OPERATOR_OWNED_LABELS = (CONFIG_LABEL, MIG_CONFIG_LABEL, MIG_STATE_LABEL)
+# kwok's annotation on the nodes it fakes (the lab cluster's GPU nodes).
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+# The simulated GPUs of a lab cluster node (count, product), written when the lab cluster creates it: what the
+# GPU Operator stand-in's node side and the lab's node pools read as the node's hardware.
+HARDWARE_GPUS_ANNOTATION = "gpushare.k8s/gpus"
+HARDWARE_PRODUCT_ANNOTATION = "gpushare.k8s/gpu-product"

@@ -95,8 +95,8 @@ MIG_STATES = ("pending", "success", "failed")
 
 # The simulated hardware of a kwok node (written by the lab cluster when it creates the node) and
 # what the stand-in's MIG manager applied to it: the stand-in's equivalent of the GPUs themselves.
-HARDWARE_GPUS_ANNOTATION = "gpushare.k8s/gpus"
-HARDWARE_PRODUCT_ANNOTATION = "gpushare.k8s/gpu-product"
+HARDWARE_GPUS_ANNOTATION = _names.HARDWARE_GPUS_ANNOTATION
+HARDWARE_PRODUCT_ANNOTATION = _names.HARDWARE_PRODUCT_ANNOTATION
 MIG_APPLIED_ANNOTATION = "gpushare.k8s/mig-applied"
 MIG_FAILURE_ANNOTATION = "gpushare.k8s/mig-failure"
 
@@ -594,7 +594,7 @@ def describe_failure(result, expected, causes, timeout):
 
 
 MODES = ("advertise", "operator")
-KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+KWOK_ANNOTATION = _names.KWOK_NODE_ANNOTATION
 
 
 def mode_errors(mode, nodes, cluster_nodes, policies, policy_name, field="gpushare_mode"):

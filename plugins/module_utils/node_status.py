@@ -33,9 +33,11 @@ from decimal import Decimal
 
 try:
     from .cluster_objects import REQUEST_TIMEOUT, ApiCallError, Route, api_path, call_json, list_pages
+    from .gpu_names import KWOK_NODE_ANNOTATION
     from .quantity import parse_quantity
 except ImportError:  # loaded as a plain module, next to cluster_objects.py
     from cluster_objects import REQUEST_TIMEOUT, ApiCallError, Route, api_path, call_json, list_pages  # type: ignore[no-redef]
+    from gpu_names import KWOK_NODE_ANNOTATION  # type: ignore[no-redef]
     from quantity import parse_quantity  # type: ignore[no-redef]
 
 
@@ -48,7 +50,7 @@ MAX_PARALLELISM = 256
 DEFAULT_ATTEMPTS = 10
 DEFAULT_REQUEST_TIMEOUT = REQUEST_TIMEOUT
 
-KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+KWOK_ANNOTATION = KWOK_NODE_ANNOTATION
 KWOK_ANNOTATION_VALUE = "fake"
 MERGE_PATCH = "application/merge-patch+json"
 

@@ -20,9 +20,11 @@ import re
 try:
     from .quantity import parse_quantity
     from .errors import InputError
+    from .gpu_names import GPU_RESOURCE
 except ImportError:  # loaded as a plain module, next to node_status.py
     from quantity import parse_quantity  # type: ignore[no-redef]
     from errors import InputError  # type: ignore[no-redef]
+    from gpu_names import GPU_RESOURCE  # type: ignore[no-redef]
 
 
 __all__ = [
@@ -38,7 +40,7 @@ __all__ = [
 
 AUTO = "auto"
 DEFAULT_PREFIXES = ("nvidia.com/",)
-GPU = "nvidia.com/gpu"
+GPU = GPU_RESOURCE
 REQUESTS = "requests."
 LIMITS = "limits."
 

@@ -102,8 +102,11 @@ def test_mig_parted_creates_what_the_model_says_fits_and_refuses_one_more(tmp_pa
     assert MIG_PARTED_UNNAMEABLE == {(product, profile) for product, profile, _count in cases if (product, profile) in taken}
     started = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
-        results = list(pool.map(lambda item: _apply(binary, mock, tmp_path, item[0], item[1][0], {_name(item[1][0], item[1][1]): item[1][2]},
-                                                     gpus=1), enumerate(cases)))
+        def run(item):
+            key, (product, profile, count) = item
+            return _apply(binary, mock, tmp_path, key, product, {_name(product, profile): count}, gpus=1)
+
+        results = list(pool.map(run, enumerate(cases)))
     rows, wrong = [], []
     for (product, profile, count), (ok, reason, made) in zip(cases, results):
         fits = count <= mig.max_instances(product, profile)
