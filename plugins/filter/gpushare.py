@@ -45,11 +45,8 @@ def device_plugin_configs(configs):
 def device_plugin_sharing(config):
     """Sharing summary of one config: strategy and the replicated resources with their advertised names."""
     normalised = _inv.config(config)
-    strategy, resources = _dp.sharing_of(normalised)
-    rename_by_default = False
-    if strategy != _dp.STRATEGY_NONE:
-        block = normalised["sharing"]["timeSlicing" if strategy == _dp.STRATEGY_TIME_SLICING else "mps"]
-        rename_by_default = block.get("renameByDefault", False)
+    strategy, resources, block = _dp.sharing_block(normalised)
+    rename_by_default = block.get("renameByDefault", False)
     shown = []
     for resource in resources:
         item = dict(resource)

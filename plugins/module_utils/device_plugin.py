@@ -39,6 +39,8 @@ __all__ = [
     "plain",
     "parse_config",
     "render_config",
+    "sharing_block",
+    "sharing_key",
     "sharing_of",
     "validate_config",
 ]
@@ -475,12 +477,10 @@ def shared_names(configs):
     """
     names = set()
     for name in sorted(configs, key=str):
-        config = validate_config(configs[name], name=name)
-        strategy, resources = sharing_of(config)
+        strategy, resources, block = sharing_block(validate_config(configs[name], name=name))
         if strategy == STRATEGY_NONE:
             continue
-        block = config["sharing"]["timeSlicing" if strategy == STRATEGY_TIME_SLICING else "mps"]
-        names.update(advertised_name(resource, block.get("renameByDefault", False)) for resource in resources)
+        names.update(advertised_name(resource, block["renameByDefault"]) for resource in resources)
     return sorted(names)
 
 
@@ -629,6 +629,25 @@ def sharing_of(config):
     return STRATEGY_NONE, []  # pragma: no cover - validate_config guarantees one strategy
 
 
+def sharing_block(config):
+    """Return ``(strategy, resources, block)``: :func:`sharing_of`'s pair and the config's ``sharing.timeSlicing`` or
+    ``sharing.mps`` mapping (``{}`` without sharing), with ``renameByDefault`` and ``failRequestsGreaterThanOne``
+    filled in (``False`` when not set): the one reading of a sharing block's flags."""
+    config = validate_config(config)
+    strategy, resources = sharing_of(config)
+    if strategy == STRATEGY_NONE:
+        return strategy, resources, {}
+    block = dict(config["sharing"][sharing_key(strategy)])
+    block["renameByDefault"] = bool(block.get("renameByDefault", False))
+    block["failRequestsGreaterThanOne"] = bool(block.get("failRequestsGreaterThanOne", False))
+    return strategy, resources, block
+
+
+def sharing_key(strategy):
+    """The config key of a sharing strategy: ``timeSlicing`` or ``mps``."""
+    return dict((s, k) for k, s in _STRATEGY_KEYS)[strategy]
+
+
 def advertised_resources(config, gpus):
     """What a node with ``gpus`` physical GPUs labelled with ``config`` advertises, as ``{resource: count}``.
 
@@ -639,12 +658,12 @@ def advertised_resources(config, gpus):
     if not _is_int(gpus) or gpus < 0:
         raise ConfigError("gpus", "must be a non-negative integer, got %s" % _show(gpus), "give the number of physical GPUs on the node, e.g. 2")
     config = validate_config(config)
-    strategy, resources = sharing_of(config)
+    strategy, resources, block = sharing_block(config)
     result = {DEFAULT_RESOURCE: gpus}
     if strategy == STRATEGY_NONE:
         return result
-    key = "timeSlicing" if strategy == STRATEGY_TIME_SLICING else "mps"
-    rename_by_default = config["sharing"][key].get("renameByDefault", False)
+    key = sharing_key(strategy)
+    rename_by_default = block["renameByDefault"]
     for index, resource in enumerate(resources):
         path = "sharing.%s.resources[%d]" % (key, index)
         if resource["name"] != DEFAULT_RESOURCE:

@@ -198,14 +198,12 @@ def _replicated_gpu(config):
     Renamed only by ``renameByDefault``: GFD v0.18.0 drops a resource's own ``rename`` before labelling
     (``DisableResourceNamingInConfig``, "not yet supported ... Ignoring"), so a renamed resource still gets ``-SHARED``.
     """
-    strategy, resources = _dp.sharing_of(config)
+    strategy, resources, block = _dp.sharing_block(config)
     if strategy == _dp.STRATEGY_NONE:
         return _dp.STRATEGY_NONE, 1, False
-    key = "timeSlicing" if strategy == _dp.STRATEGY_TIME_SLICING else "mps"
-    rename_by_default = _dp.validate_config(config)["sharing"][key].get("renameByDefault", False)
     for resource in resources:
         if resource["name"] == _dp.DEFAULT_RESOURCE:
-            return strategy, resource["replicas"], bool(rename_by_default)
+            return strategy, resource["replicas"], block["renameByDefault"]
     return _dp.STRATEGY_NONE, 1, False
 
 

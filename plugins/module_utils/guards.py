@@ -48,6 +48,7 @@ try:
         advertised_name,
         parse_config,
         plain,
+        sharing_block,
         sharing_of,
         validate_config,
     )
@@ -60,6 +61,7 @@ except ImportError:  # loaded as a plain module, next to device_plugin.py
         advertised_name,
         parse_config,
         plain,
+        sharing_block,
         sharing_of,
         validate_config,
     )
@@ -94,13 +96,12 @@ def _configs(configs):
 def _sliced_entries(configs, require_fail_requests=True):
     """Yield ``(config name, advertised name, renamed)`` for every resource a time-slicing config replicates."""
     for name, config in _configs(configs):
-        strategy, resources = sharing_of(config)
+        strategy, resources, block = sharing_block(config)
         if strategy != STRATEGY_TIME_SLICING:
             continue
-        block = config["sharing"]["timeSlicing"]
-        if require_fail_requests and not block.get("failRequestsGreaterThanOne", False):
+        if require_fail_requests and not block["failRequestsGreaterThanOne"]:
             continue
-        rename_by_default = block.get("renameByDefault", False)
+        rename_by_default = block["renameByDefault"]
         for resource in resources:
             advertised = advertised_name(resource, rename_by_default)
             yield name, advertised, advertised != resource["name"]

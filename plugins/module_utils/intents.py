@@ -112,17 +112,15 @@ def _gives(pool, configs, path):
         return [(ISOLATED, resource, None, "MIG " + mig["profile"]), (mig["profile"], resource, None, "MIG " + mig["profile"])]
     name = pool["config"]
     config = _config(configs[name], name)
-    strategy, resources = _dp.sharing_of(config)
+    strategy, resources, block = _dp.sharing_block(config)
     if strategy == _dp.STRATEGY_NONE:
         if config.get("flags", {}).get("migStrategy", MIG_STRATEGY_NONE) != MIG_STRATEGY_NONE:
             return []  # a MIG strategy on a config pool: what nvidia.com/gpu means there depends on the GPUs' layout
         return [(WHOLE, _dp.DEFAULT_RESOURCE, None, "unshared")]
-    key = "timeSlicing" if strategy == _dp.STRATEGY_TIME_SLICING else "mps"
-    block = config["sharing"][key]
-    one = bool(block.get("failRequestsGreaterThanOne", False))
+    one = block["failRequestsGreaterThanOne"]
     gives = []
     for resource in resources:
-        advertised = _dp.advertised_name(resource, block.get("renameByDefault", False))
+        advertised = _dp.advertised_name(resource, block["renameByDefault"])
         note = "%s x%d%s" % (strategy, resource["replicas"], ", failRequestsGreaterThanOne" if one else "")
         gives.append((SHARED, advertised, 1 if one else None, note))
     return gives[:1]

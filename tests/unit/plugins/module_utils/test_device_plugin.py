@@ -596,3 +596,16 @@ def test_a_resources_own_rename_is_not_an_advertised_name():
     config = {"version": "v1", "sharing": {"timeSlicing": {"resources": [
         {"name": "gpu", "replicas": 2, "rename": "x"}, {"name": "mig-1g.10gb", "replicas": 4, "rename": "x"}]}}}
     assert shared_names({"shared": config}) == ["nvidia.com/gpu", "nvidia.com/mig-1g.10gb"]
+
+
+def test_sharing_block_is_the_one_reading_of_the_flags():
+    from ansible_collections.gpushare.k8s.plugins.module_utils import device_plugin as dp
+
+    config = {"version": "v1", "sharing": {"mps": {"renameByDefault": True, "resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}}
+    strategy, resources, block = dp.sharing_block(config)
+    assert (strategy, [r["replicas"] for r in resources]) == (dp.STRATEGY_MPS, [2])
+    assert (block["renameByDefault"], block["failRequestsGreaterThanOne"]) == (True, False)
+    assert dp.sharing_key(dp.STRATEGY_TIME_SLICING) == "timeSlicing" and dp.sharing_key(dp.STRATEGY_MPS) == "mps"
+    assert dp.sharing_block({"version": "v1"}) == (dp.STRATEGY_NONE, [], {})
+    # the caller's config is not changed by the flags filled in
+    assert "failRequestsGreaterThanOne" not in config["sharing"]["mps"]
