@@ -22,9 +22,11 @@ except ImportError:  # rendering says what to install; validation needs no YAML 
     yaml = None
 
 try:
+    from .errors import InputError
     from .gpu_names import GPU_RESOURCE
     from .manifest_yaml import ManifestError, load_documents
 except ImportError:  # loaded as a plain module, next to manifest_yaml.py
+    from errors import InputError  # type: ignore[no-redef]
     from gpu_names import GPU_RESOURCE  # type: ignore[no-redef]
     from manifest_yaml import ManifestError, load_documents  # type: ignore[no-redef]
 
@@ -67,8 +69,8 @@ _DEVICE_REF_RE = re.compile(r"^([0-9]+|[0-9]+:[0-9]+|GPU-%s|MIG-%s|MIG-GPU-%s/[0
 _DEVICE_LIST_STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri")
 
 
-class ConfigError(ValueError):
-    """An invalid device-plugin config.
+class ConfigError(InputError):
+    """An invalid device-plugin config (an :class:`InputError`, the one root of bad input).
 
     ``path`` is the dotted path of the offending field (``sharing.timeSlicing.resources[0].replicas``),
     ``problem`` what is wrong, ``fix`` what to do, ``config_name`` the config's name when known.
@@ -76,15 +78,11 @@ class ConfigError(ValueError):
     """
 
     def __init__(self, path, problem, fix, config_name=None):
-        self.path = path
-        self.problem = problem
-        self.fix = fix
+        super().__init__(path, problem, fix)
         self.config_name = config_name
-        message = "%s: %s. Fix: %s" % (path, problem, fix)
         if config_name:
-            message = "%s: %s" % (config_name, message)
-        self.message = message
-        super().__init__(message)
+            self.message = "%s: %s" % (config_name, self.message)
+            self.args = (self.message,)
 
 
 # ---------------------------------------------------------------------------

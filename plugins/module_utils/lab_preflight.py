@@ -24,7 +24,7 @@ try:
     from . import preflight as _preflight
     from . import quota_coverage as _coverage
     from .cluster_objects import Route, api_path, call_json, list_pages
-    from .errors import ApiCallError
+    from .errors import ApiCallError, InputError
     from .k8s_auth import AUTH_ARG_SPEC, K8sAuthError, build_api_client
 except ImportError:  # loaded as plain modules, side by side
     import control_plane as _control_plane  # type: ignore[no-redef]
@@ -34,7 +34,7 @@ except ImportError:  # loaded as plain modules, side by side
     import preflight as _preflight  # type: ignore[no-redef]
     import quota_coverage as _coverage  # type: ignore[no-redef]
     from cluster_objects import Route, api_path, call_json, list_pages  # type: ignore[no-redef]
-    from errors import ApiCallError  # type: ignore[no-redef]
+    from errors import ApiCallError, InputError  # type: ignore[no-redef]
     from k8s_auth import AUTH_ARG_SPEC, K8sAuthError, build_api_client  # type: ignore[no-redef]
 
 
@@ -65,8 +65,8 @@ PREFLIGHT_ARG_SPEC = dict(
 PREFLIGHT_ARG_SPEC.update(copy.deepcopy(AUTH_ARG_SPEC))
 
 
-class PreflightError(ValueError):
-    """The lab's data is wrong, before anything is read from the cluster."""
+class PreflightError(InputError):
+    """The lab's data is wrong, before anything is read from the cluster (an :class:`InputError`: field, problem, fix)."""
 
 
 def _names(values):
@@ -76,8 +76,8 @@ def _names(values):
 def _model(params):
     """The inventory model of the lab's data: ``(inventory, quota resource names)``; raises on the first bad value."""
     if params.get("nodes") is None or params.get("configs") is None:
-        raise PreflightError("nodes and configs are required for the input and cluster checks. Fix: pass the lab's gpushare_nodes "
-                             "and gpushare_device_plugin_configs")
+        raise PreflightError("gpushare_nodes, gpushare_device_plugin_configs", "required for the input and cluster checks",
+                             "pass the lab's gpushare_nodes and gpushare_device_plugin_configs")
     _inv.render_configs(params["configs"])  # every config, step 7's included
     inventory = _inv.gpu_inventory(params["nodes"], params["configs"])
     _inv.pod_objects(params["split_pods"], params["image"])
@@ -85,7 +85,7 @@ def _model(params):
     _inv.pod_objects(placed, params["image"])
     quota = params["team_quota"]
     if not isinstance(quota, dict):
-        raise PreflightError("gpushare_team_quota: must be a mapping, got %r. Fix: write e.g. {name: gpu-quota, gpus: 2}" % (quota,))
+        raise PreflightError("gpushare_team_quota", "must be a mapping, got %r" % (quota,), "write e.g. {name: gpu-quota, gpus: 2}")
     names = _coverage.resolve_quota_resources(quota.get("resources", ["nvidia.com/gpu"]), inventory)
     return inventory, names
 
