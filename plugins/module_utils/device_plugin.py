@@ -23,11 +23,11 @@ except ImportError:  # rendering says what to install; validation needs no YAML 
 
 try:
     from .errors import InputError
-    from .gpu_names import GPU_RESOURCE
+    from .gpu_names import DNS_SUBDOMAIN_RE, GPU_RESOURCE
     from .manifest_yaml import ManifestError, load_documents
 except ImportError:  # loaded as a plain module, next to manifest_yaml.py
     from errors import InputError  # type: ignore[no-redef]
-    from gpu_names import GPU_RESOURCE  # type: ignore[no-redef]
+    from gpu_names import DNS_SUBDOMAIN_RE, GPU_RESOURCE  # type: ignore[no-redef]
     from manifest_yaml import ManifestError, load_documents  # type: ignore[no-redef]
 
 
@@ -59,8 +59,7 @@ STRATEGY_TIME_SLICING = "time-slicing"
 STRATEGY_MPS = "mps"
 _STRATEGY_KEYS = (("timeSlicing", STRATEGY_TIME_SLICING), ("mps", STRATEGY_MPS))
 
-_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS_SUBDOMAIN_RE = re.compile(r"^%s(\.%s)*$" % (_DNS_LABEL, _DNS_LABEL))
+_DNS_SUBDOMAIN_RE = DNS_SUBDOMAIN_RE
 _NAME_PART_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _UPSTREAM_NAME_PART_RE = _DNS_SUBDOMAIN_RE
 _GO_DURATION_RE = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|\u00b5s|ms|s|m|h))+$")

@@ -95,8 +95,7 @@ MAX_COUNTER_SETS = 8
 SIMULATED_DRIVER_VERSION = "580.82.7"
 SIMULATED_CUDA_DRIVER_VERSION = "13.0.0"
 
-_DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_SUBDOMAIN_RE = _names.DNS_SUBDOMAIN_RE
 _NODE_KEYS = ("name", "gpus", "product", "mig", "shared")
 _QUANTITY_KEYS = frozenset(("value", "default", "min", "max", "step"))
 _BINARY = (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10))

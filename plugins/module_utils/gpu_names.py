@@ -5,13 +5,17 @@
 """The names NVIDIA's components give the node labels and extended resources the collection reads and writes: one
 home for them, which the other module_utils import (their own constants of the same names are these).
 
-No Ansible import and no other import: every module, loaded in any way, can read it.
+It also holds the one spelling of Kubernetes' DNS name rules the validators share. No Ansible import and no
+import of the collection: every module, loaded in any way, can read it.
 """
 
 from __future__ import annotations
 
+import re
+
 __all__ = ["PREFIX", "GPU_RESOURCE", "CONFIG_LABEL", "MIG_CONFIG_LABEL", "MIG_STATE_LABEL", "PRODUCT_LABEL", "MIG_STRATEGY_LABEL",
-           "OPERATOR_OWNED_LABELS", "KWOK_NODE_ANNOTATION", "HARDWARE_GPUS_ANNOTATION", "HARDWARE_PRODUCT_ANNOTATION"]
+           "OPERATOR_OWNED_LABELS", "KWOK_NODE_ANNOTATION", "HARDWARE_GPUS_ANNOTATION", "HARDWARE_PRODUCT_ANNOTATION",
+           "DNS_LABEL_RE", "DNS_SUBDOMAIN_RE"]
 
 # NVIDIA's prefix of every label GFD writes and every resource the device plugin advertises.
 PREFIX = "nvidia.com/"
@@ -33,3 +37,9 @@ KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 # GPU Operator stand-in's node side and the lab's node pools read as the node's hardware.
 HARDWARE_GPUS_ANNOTATION = "gpushare.k8s/gpus"
 HARDWARE_PRODUCT_ANNOTATION = "gpushare.k8s/gpu-product"
+
+# Kubernetes' DNS-1123 label (a namespace, a container name; at most 63 characters, checked by the caller) and
+# subdomain (an object name, a label prefix; at most 253). Use them with fullmatch.
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS_LABEL_RE = re.compile(_DNS_LABEL)
+DNS_SUBDOMAIN_RE = re.compile(r"%s(\.%s)*" % (_DNS_LABEL, _DNS_LABEL))

@@ -26,14 +26,14 @@ try:
     from . import gpu_operator as _operator
     from . import mig as _mig
     from .errors import InputError
-    from .guards import CONFIG_LABEL
+    from .gpu_names import CONFIG_LABEL, DNS_LABEL_RE, DNS_SUBDOMAIN_RE
 except ImportError:  # loaded as plain modules, side by side
     import device_plugin as _dp  # type: ignore[no-redef]
     import gpu_features as _features  # type: ignore[no-redef]
     import gpu_operator as _operator  # type: ignore[no-redef]
     import mig as _mig  # type: ignore[no-redef]
     from errors import InputError  # type: ignore[no-redef]
-    from guards import CONFIG_LABEL  # type: ignore[no-redef]
+    from gpu_names import CONFIG_LABEL, DNS_LABEL_RE, DNS_SUBDOMAIN_RE  # type: ignore[no-redef]
 
 
 __all__ = [
@@ -65,9 +65,8 @@ PRODUCT_LABEL = _features.GPU + "product"
 _CONFIG_NAME_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 # What Kubernetes requires of the names the lab writes, checked before anything is written or sent. fullmatch, never
 # match with "$": "$" also matches before a trailing newline, so "gpu-share\n" would pass.
-_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS_LABEL_RE = re.compile(_DNS_LABEL)
-_DNS_SUBDOMAIN_RE = re.compile(r"%s(\.%s)*" % (_DNS_LABEL, _DNS_LABEL))
+_DNS_LABEL_RE = DNS_LABEL_RE
+_DNS_SUBDOMAIN_RE = DNS_SUBDOMAIN_RE
 _CONFIGMAP_KEY_RE = re.compile(r"[-._a-zA-Z0-9]+")
 RESERVED_NAMESPACES = ("default",)
 RESERVED_NAMESPACE_PREFIX = "kube-"

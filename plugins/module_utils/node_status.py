@@ -33,11 +33,11 @@ from decimal import Decimal
 
 try:
     from .cluster_objects import REQUEST_TIMEOUT, ApiCallError, Route, api_path, call_json, list_pages
-    from .gpu_names import KWOK_NODE_ANNOTATION
+    from .gpu_names import DNS_SUBDOMAIN_RE, KWOK_NODE_ANNOTATION
     from .quantity import parse_quantity
 except ImportError:  # loaded as a plain module, next to cluster_objects.py
     from cluster_objects import REQUEST_TIMEOUT, ApiCallError, Route, api_path, call_json, list_pages  # type: ignore[no-redef]
-    from gpu_names import KWOK_NODE_ANNOTATION  # type: ignore[no-redef]
+    from gpu_names import DNS_SUBDOMAIN_RE, KWOK_NODE_ANNOTATION  # type: ignore[no-redef]
     from quantity import parse_quantity  # type: ignore[no-redef]
 
 
@@ -61,8 +61,7 @@ CONFLICT = 409
 MAX_COUNT = 2 ** 63 - 1  # resource.Quantity holds an int64
 _EXAMPLE = "use an integer, e.g. 8"
 
-_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS_SUBDOMAIN_RE = re.compile(r"^{0}(\.{0})*$".format(_DNS_LABEL))
+_DNS_SUBDOMAIN_RE = DNS_SUBDOMAIN_RE
 _NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 
 
