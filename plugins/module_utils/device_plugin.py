@@ -58,6 +58,7 @@ STRATEGY_NONE = "none"
 STRATEGY_TIME_SLICING = "time-slicing"
 STRATEGY_MPS = "mps"
 _STRATEGY_KEYS = (("timeSlicing", STRATEGY_TIME_SLICING), ("mps", STRATEGY_MPS))
+_KEY_OF_STRATEGY = {strategy: key for key, strategy in _STRATEGY_KEYS}
 
 _DNS_SUBDOMAIN_RE = DNS_SUBDOMAIN_RE
 _NAME_PART_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -642,7 +643,7 @@ def sharing_block(config):
 
 def sharing_key(strategy):
     """The config key of a sharing strategy: ``timeSlicing`` or ``mps``."""
-    return dict((s, k) for k, s in _STRATEGY_KEYS)[strategy]
+    return _KEY_OF_STRATEGY[strategy]
 
 
 def advertised_resources(config, gpus):

@@ -201,7 +201,23 @@ def mig_parted_reason(output):
     return lines[-1] if lines else "no output"
 
 
-class MigParted:
+class _NodeBinary:
+    """One of NVIDIA's binaries run per node over the mock NVML: ``binary``, ``mock_dir`` (the directory of our
+    ``libnvidia-ml.so.1``), ``state_dir`` (each node's files in ``<state_dir>/<node>``), ``timeout`` per run, ``runs``
+    counted."""
+
+    def __init__(self, binary, mock_dir, state_dir, timeout):
+        self.binary = binary
+        self.mock_dir = mock_dir
+        self.state_dir = state_dir
+        self.timeout = timeout
+        self.runs = 0
+
+    def node_dir(self, node):
+        return os.path.join(self.state_dir, node)
+
+
+class MigParted(_NodeBinary):
     """NVIDIA's unmodified ``nvidia-mig-parted`` over our mock NVML: each node's GPUs and the layouts applied to them.
 
     ``binary`` is the ``nvidia-mig-parted`` built by tools/mig-parted/build.sh, ``mock_dir`` the mock NVML's directory,
@@ -211,14 +227,7 @@ class MigParted:
     """
 
     def __init__(self, binary, mock_dir, state_dir, timeout=MIG_PARTED_TIMEOUT):
-        self.binary = binary
-        self.mock_dir = mock_dir
-        self.state_dir = state_dir
-        self.timeout = timeout
-        self.runs = 0
-
-    def node_dir(self, node):
-        return os.path.join(self.state_dir, node)
+        super().__init__(binary, mock_dir, state_dir, timeout)
 
     def gpus(self, node, hardware):
         """The node's GPUs now, as :func:`nvml_state.parse` entries: the state file as mig-parted left it, or
@@ -286,7 +295,7 @@ class GfdError(Exception):
     repeated = False
 
 
-class Gfd:
+class Gfd(_NodeBinary):
     """NVIDIA's gpu-feature-discovery, run once per node input over our mock NVML; outputs cached by input digest.
 
     ``binary`` is the ``gpu-feature-discovery`` built by tools/nvidia/build.sh, ``mock_dir`` the directory of our
@@ -296,15 +305,8 @@ class Gfd:
     """
 
     def __init__(self, binary, mock_dir, state_dir, timeout=GFD_TIMEOUT):
-        self.binary = binary
-        self.mock_dir = mock_dir
-        self.state_dir = state_dir
-        self.timeout = timeout
-        self.runs = 0
+        super().__init__(binary, mock_dir, state_dir, timeout)
         self._cache = {}
-
-    def node_dir(self, node):
-        return os.path.join(self.state_dir, node)
 
     def labels(self, node, state_entries, config_text=None, strategy=None):
         """GFD's ``nvidia.com/*`` labels for ``node``; GFD runs only when the inputs differ from the last run's.

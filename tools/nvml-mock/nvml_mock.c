@@ -1113,18 +1113,11 @@ static nvmlReturn_t changed(struct mock_device *d)
     return persist();
 }
 
-static nvmlReturn_t mig_gpu(nvmlDevice_t device)
-{
-    if (device->mig_mode < 0)
-        return NVML_ERROR_NOT_SUPPORTED;
-    return NVML_SUCCESS;
-}
-
 EXPORT nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode, nvmlReturn_t *activation_status)
 {
     unsigned int k;
     GPU_CALL(device, activation_status);
-    if (mig_gpu(device) != NVML_SUCCESS)
+    if (device->mig_mode < 0)
         return NVML_ERROR_NOT_SUPPORTED;
     if (mode > 1)
         return NVML_ERROR_INVALID_ARGUMENT;
