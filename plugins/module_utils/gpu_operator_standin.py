@@ -201,6 +201,18 @@ def mig_parted_reason(output):
     return lines[-1] if lines else "no output"
 
 
+def _hold_state(path, entries, node):
+    """Have the mock's state file at ``path`` hold ``entries``; written only when what it holds differs, so a file
+    mig-parted changed through the mock (:class:`MigParted`) is read as it left it, never rewritten by the readers."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            if _nvml.parse(handle.read()) == list(entries):
+                return
+    except (OSError, _nvml.NvmlStateError):
+        pass
+    _nvml.write(path, entries, "gpushare.k8s GPU Operator stand-in: the simulated GPUs of node %s" % node)
+
+
 class _NodeBinary:
     """One of NVIDIA's binaries run per node over the mock NVML: ``binary``, ``mock_dir`` (the directory of our
     ``libnvidia-ml.so.1``), ``state_dir`` (each node's files in ``<state_dir>/<node>``), ``timeout`` per run, ``runs``
@@ -335,10 +347,10 @@ class Gfd(_NodeBinary):
     def _run(self, node, state_entries, config_text, strategy):
         directory = self.node_dir(node)
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        state = os.path.join(directory, "nvml-state")
+        state = os.path.join(directory, NVML_STATE)
         output = os.path.join(directory, "gfd-labels")
         config = os.path.join(directory, "config.yaml")
-        _nvml.write(state, state_entries, "gpushare.k8s GPU Operator stand-in: the simulated GPUs of node %s" % node)
+        _hold_state(state, state_entries, node)
         args = [self.binary, "--oneshot", "--no-timestamp", "--output-file", output]
         if config_text is not None:
             _write(config, config_text if config_text.endswith("\n") else config_text + "\n")
@@ -534,8 +546,8 @@ class DevicePlugin:
             reason = "started again (it exited %s; its log: %s)" % (agent["proc"].returncode, os.path.join(directory, "device-plugin.log"))
         else:
             reason = "started"
-        state = os.path.join(directory, "nvml-state")
-        _write(state, state_text)
+        state = os.path.join(directory, NVML_STATE)
+        _hold_state(state, state_entries, node)
         env = device_plugin_env(self.mock_dir, directory, state, _nvml.device_count(state_entries), strategy, node)
         config = None
         if configs is not None:

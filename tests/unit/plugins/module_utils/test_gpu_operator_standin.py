@@ -115,6 +115,21 @@ def test_gfd_runs_with_the_nodes_files_and_env_and_caches_by_input(fake, tmp_pat
     assert gfd.runs == 5 and (tmp_path / "state" / "n2" / "gfd-labels").is_file()
 
 
+def test_gfd_reads_the_state_file_as_mig_parted_left_it(fake, tmp_path):
+    """One writer of a node's GPUs: the file mig-parted changed through the mock (its own layout of the lines) is read
+    as it is when it holds the GPUs GFD is asked about, and written only when it holds others."""
+    gfd, _runs = fake
+    state_file = tmp_path / "state" / "n1" / "nvml-state"
+    state_file.parent.mkdir(parents=True)
+    machine = nvml_state.node_state("A100-SXM4-80GB", 1, node="n1")
+    as_mock_wrote = "\n".join("%s %s" % entry for entry in reversed(machine)) + "\n"
+    state_file.write_text(as_mock_wrote)
+    gfd.labels("n1", nvml_state.parse(as_mock_wrote))
+    assert state_file.read_text() == as_mock_wrote
+    gfd.labels("n1", nvml_state.node_state("A100-SXM4-80GB", 2, node="n1"))
+    assert nvml_state.parse(state_file.read_text()) == nvml_state.node_state("A100-SXM4-80GB", 2, node="n1")
+
+
 def test_a_failing_gfd_raises_with_its_last_lines_once_per_input(fake, monkeypatch):
     gfd, _runs = fake
     monkeypatch.setenv("FAIL", "1")
