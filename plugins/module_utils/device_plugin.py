@@ -22,11 +22,11 @@ except ImportError:  # rendering says what to install; validation needs no YAML 
     yaml = None
 
 try:
-    from .errors import InputError
+    from .errors import InputError, is_int as _is_int
     from .gpu_names import DNS_SUBDOMAIN_RE, GPU_RESOURCE
     from .manifest_yaml import ManifestError, load_documents
 except ImportError:  # loaded as a plain module, next to manifest_yaml.py
-    from errors import InputError  # type: ignore[no-redef]
+    from errors import InputError, is_int as _is_int  # type: ignore[no-redef]
     from gpu_names import DNS_SUBDOMAIN_RE, GPU_RESOURCE  # type: ignore[no-redef]
     from manifest_yaml import ManifestError, load_documents  # type: ignore[no-redef]
 
@@ -117,10 +117,6 @@ def _show(value):
     if isinstance(value, (int, float)):
         return "%s %r" % (_type_name(value), value)
     return _type_name(value)
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _join(items, last="or"):

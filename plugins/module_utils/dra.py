@@ -40,14 +40,14 @@ try:
     from . import gpu_names as _names
     from . import gpu_products as _products
     from . import mig as _mig
-    from .errors import ApiCallError, InputError
+    from .errors import ApiCallError, InputError, is_int as _is_int
     from .gpu_features import gpu_memory_mib
     from .quantity import parse_quantity
 except ImportError:  # loaded as plain modules, next to each other
     import gpu_names as _names  # type: ignore[no-redef]
     import gpu_products as _products  # type: ignore[no-redef]
     import mig as _mig  # type: ignore[no-redef]
-    from errors import ApiCallError, InputError  # type: ignore[no-redef]
+    from errors import ApiCallError, InputError, is_int as _is_int  # type: ignore[no-redef]
     from gpu_features import gpu_memory_mib  # type: ignore[no-redef]
     from quantity import parse_quantity  # type: ignore[no-redef]
 
@@ -124,10 +124,6 @@ class DraWriteError(Exception):
 # --------------------------------------------------------------------------
 # Input
 # --------------------------------------------------------------------------
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _path(where, field):

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ApiCallError", "InputError"]
+__all__ = ["ApiCallError", "InputError", "is_int"]
 
 
 class InputError(ValueError):
@@ -18,6 +18,11 @@ class InputError(ValueError):
         self.fix = fix
         self.message = "%s: %s. Fix: %s" % (path, problem, fix)
         super().__init__(self.message)
+
+
+def is_int(value):
+    """Whether ``value`` is a whole number as YAML gives one: an int, never a bool (``true`` is not 1 GPU)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class ApiCallError(Exception):

@@ -41,12 +41,12 @@ try:
     from . import device_plugin as _dp
     from . import gpu_products as _products
     from . import mig as _mig
-    from .errors import InputError
+    from .errors import InputError, is_int as _is_int
 except ImportError:  # loaded as plain modules, next to each other
     import device_plugin as _dp  # type: ignore[no-redef]
     import gpu_products as _products  # type: ignore[no-redef]
     import mig as _mig  # type: ignore[no-redef]
-    from errors import InputError  # type: ignore[no-redef]
+    from errors import InputError, is_int as _is_int  # type: ignore[no-redef]
 
 
 __all__ = [
@@ -89,10 +89,6 @@ _LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
 class FeatureError(InputError):
     """Labels that cannot be computed. ``str(error)`` is ``"<path>: <problem>. Fix: <fix>"``."""
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def memory_products():

@@ -33,13 +33,13 @@ try:
     from . import gpu_features as _features
     from . import gpu_names as _names
     from . import mig as _mig
-    from .errors import InputError
+    from .errors import InputError, is_int as _is_int
 except ImportError:  # loaded as plain modules, next to each other
     import device_plugin as _dp  # type: ignore[no-redef]
     import gpu_features as _features  # type: ignore[no-redef]
     import gpu_names as _names  # type: ignore[no-redef]
     import mig as _mig  # type: ignore[no-redef]
-    from errors import InputError  # type: ignore[no-redef]
+    from errors import InputError, is_int as _is_int  # type: ignore[no-redef]
 
 try:
     import yaml
@@ -109,10 +109,6 @@ class OperatorError(InputError):
 
 class LayoutError(Exception):
     """A MIG layout the node's GPUs cannot hold; ``str(error)`` is the reason the MIG manager reports."""
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 # --------------------------------------------------------------------------

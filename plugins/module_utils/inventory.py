@@ -25,14 +25,14 @@ try:
     from . import gpu_features as _features
     from . import gpu_operator as _operator
     from . import mig as _mig
-    from .errors import InputError
+    from .errors import InputError, is_int as _is_int
     from .gpu_names import CONFIG_LABEL, DNS_LABEL_RE, DNS_SUBDOMAIN_RE
 except ImportError:  # loaded as plain modules, side by side
     import device_plugin as _dp  # type: ignore[no-redef]
     import gpu_features as _features  # type: ignore[no-redef]
     import gpu_operator as _operator  # type: ignore[no-redef]
     import mig as _mig  # type: ignore[no-redef]
-    from errors import InputError  # type: ignore[no-redef]
+    from errors import InputError, is_int as _is_int  # type: ignore[no-redef]
     from gpu_names import CONFIG_LABEL, DNS_LABEL_RE, DNS_SUBDOMAIN_RE  # type: ignore[no-redef]
 
 
@@ -106,10 +106,6 @@ _MIG_KEYS = ("product", "profile", "gpus", "count")
 _POD_KEYS = {"name", "resource", "count", "node_selector", "labels"}
 
 
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def config(value, name=None):
     """A config given as a mapping or as YAML text, validated and normalised."""
     if isinstance(value, (str, bytes)):
@@ -147,7 +143,7 @@ def check_name(value, kind, field, example=None):
     if kind not in _NAME_KINDS:
         raise ValueError("check_name: kind must be one of %s, got %r" % (", ".join(sorted(_NAME_KINDS)), kind))
     example = example or _EXAMPLES[kind]
-    if isinstance(value, int) and not isinstance(value, bool):
+    if _is_int(value):
         value = str(value)
     what, longest, pattern = _NAME_KINDS[kind]
     if not isinstance(value, str) or len(value) > longest or not pattern.fullmatch(value):

@@ -14,10 +14,10 @@ import re
 
 try:
     from . import gpu_products as _products
-    from .errors import InputError
+    from .errors import InputError, is_int as _is_int
 except ImportError:  # loaded as a plain module, next to errors.py
     import gpu_products as _products  # type: ignore[no-redef]
-    from errors import InputError  # type: ignore[no-redef]
+    from errors import InputError, is_int as _is_int  # type: ignore[no-redef]
 
 
 __all__ = [
@@ -44,10 +44,6 @@ class MigError(InputError):
 
 def _path(where, field):
     return "%s.%s" % (where, field) if where else field
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _show(value):

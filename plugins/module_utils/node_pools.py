@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_names as _names
-from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
+from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError, is_int as _is_int
 
 __all__ = ["PoolError", "validate_selector", "selector_matches", "validate_pools", "node_gpus", "resolve_pools"]
 
@@ -142,10 +142,6 @@ def selector_matches(selector, labels):
         if operator == "DoesNotExist" and present:
             return False
     return True
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _present(mapping):

@@ -33,10 +33,12 @@ from decimal import Decimal
 
 try:
     from .cluster_objects import REQUEST_TIMEOUT, ApiCallError, Route, api_path, call_json, list_pages
+    from .errors import is_int
     from .gpu_names import DNS_SUBDOMAIN_RE, KWOK_NODE_ANNOTATION
     from .quantity import parse_quantity
 except ImportError:  # loaded as a plain module, next to cluster_objects.py
     from cluster_objects import REQUEST_TIMEOUT, ApiCallError, Route, api_path, call_json, list_pages  # type: ignore[no-redef]
+    from errors import is_int  # type: ignore[no-redef]
     from gpu_names import DNS_SUBDOMAIN_RE, KWOK_NODE_ANNOTATION  # type: ignore[no-redef]
     from quantity import parse_quantity  # type: ignore[no-redef]
 
@@ -232,7 +234,7 @@ def normalize_names(names):
 
 
 def check_parallelism(parallelism):
-    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or not 1 <= parallelism <= MAX_PARALLELISM:
+    if not is_int(parallelism) or not 1 <= parallelism <= MAX_PARALLELISM:
         raise NodeResourcesError(
             "parallelism: {0!r} is out of range; use an integer from 1 to {1} (default {2})".format(
                 parallelism, MAX_PARALLELISM, DEFAULT_PARALLELISM

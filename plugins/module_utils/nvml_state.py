@@ -25,12 +25,12 @@ import uuid
 
 try:
     from . import gpu_products as _products
-    from .errors import InputError
+    from .errors import InputError, is_int
     from .gpu_tables import PRODUCTS as _PRODUCTS
     from .gpu_tables import SERVERS as _SERVERS
 except ImportError:  # loaded as plain modules, next to each other
     import gpu_products as _products  # type: ignore[no-redef]
-    from errors import InputError  # type: ignore[no-redef]
+    from errors import InputError, is_int  # type: ignore[no-redef]
     from gpu_tables import PRODUCTS as _PRODUCTS  # type: ignore[no-redef]
     from gpu_tables import SERVERS as _SERVERS  # type: ignore[no-redef]
 
@@ -188,7 +188,7 @@ def node_state(product, gpus, node="node", mig_enabled=False, mig_devices=None):
         raise NvmlStateError(
             "product", "unknown GPU product %r" % (product,), "use one of %s (the NVIDIA- prefix is optional)" % ", ".join(_products.products())
         )
-    if not isinstance(gpus, int) or isinstance(gpus, bool) or not 0 <= gpus <= MAX_DEVICES:
+    if not is_int(gpus) or not 0 <= gpus <= MAX_DEVICES:
         raise NvmlStateError("gpus", "must be an integer from 0 to %d, got %r" % (MAX_DEVICES, gpus), "give the node's GPU count, e.g. 2")
     if not isinstance(node, str) or not node or any(ch.isspace() for ch in node):
         raise NvmlStateError("node", "must be a node name without spaces, got %r" % (node,), "give the node's name, e.g. lab-node-0")

@@ -19,11 +19,11 @@ import re
 
 try:
     from .quantity import parse_quantity
-    from .errors import InputError
+    from .errors import InputError, is_int
     from .gpu_names import GPU_RESOURCE
 except ImportError:  # loaded as a plain module, next to node_status.py
     from quantity import parse_quantity  # type: ignore[no-redef]
-    from errors import InputError  # type: ignore[no-redef]
+    from errors import InputError, is_int  # type: ignore[no-redef]
     from gpu_names import GPU_RESOURCE  # type: ignore[no-redef]
 
 
@@ -94,7 +94,7 @@ def inventory_names(inventory):
         if not isinstance(resources, dict):
             raise CoverageError("inventory[%r]" % (node,), "must be a mapping of resource name to count", "pass the result of the gpu_inventory filter")
         for resource, count in resources.items():
-            if isinstance(count, bool) or not isinstance(count, int):
+            if not is_int(count):
                 raise CoverageError(
                     "inventory[%r][%r]" % (node, resource), "must be an integer count, got %r" % (count,), "pass the result of the gpu_inventory filter"
                 )
