@@ -199,6 +199,23 @@ def _create_or_report_race(svc, resource, definition):
         raise CoreException("Failed to create object: {0}".format(reason)) from exc
 
 
+class _DeletedMeanwhile(Exception):
+    """Deleting an object failed because another writer deleted it after this call read it."""
+
+
+def _delete_or_report_race(delete, resource, definition, existing=None):
+    """kubernetes.core's ``delete``; a 404 (another writer, such as a second lab run, deleted the object between this
+    call's read and its delete) raises :class:`_DeletedMeanwhile`, so the caller reads again and finds it gone,
+    where upstream fails the task with "Failed to delete object: ... not found"."""
+    try:
+        return delete(resource, definition, existing)
+    except CoreException as exc:
+        if getattr(exc.__cause__, "status", None) == 404:
+            raise _DeletedMeanwhile("%s was deleted by another writer while this task deleted it" % (
+                definition["metadata"].get("name"),)) from exc
+        raise
+
+
 def _service(params, check_mode, diff):
     """kubernetes.core's K8sService over the collection's client (request_timeout, retries)."""
     api_client = build_api_client(params)
@@ -207,6 +224,8 @@ def _service(params, check_mode, diff):
     module = _Module(params, check_mode, diff)
     svc = K8sService(client, module)
     svc.create = lambda resource, definition: _create_or_report_race(svc, resource, definition)
+    delete = svc.delete
+    svc.delete = lambda resource, definition, existing=None: _delete_or_report_race(delete, resource, definition, existing)
     return svc, module
 
 
@@ -249,7 +268,7 @@ def run_objects(params, check_mode=False, diff=False):
         try:
             try:
                 results.append(perform_action(svc, definition, params))
-            except _CreatedMeanwhile:  # created by another writer between the read and the create: act on it now
+            except (_CreatedMeanwhile, _DeletedMeanwhile):  # another writer acted between the read and the write: act on what is now
                 results.append(perform_action(svc, definition, params))
         except _Done as done:
             return done.result

@@ -101,3 +101,28 @@ def test_a_create_refused_for_its_own_reason_still_fails_with_it(kubeconfig, kub
 
     assert result["failed"]
     assert "Failed to create object" in result["msg"] and "exceeded quota: no-pods" in result["msg"]
+
+
+def test_an_object_deleted_meanwhile_is_absent_not_a_failure(kubeconfig, kubectl, namespace, monkeypatch):
+    """The failure two lab runs at once met: both read the intent Pod, the other run deleted it first, and this run's
+    delete got 404 NotFound. The object is gone, as asked: unchanged, and no error."""
+    kubectl("create", "configmap", "going", "-n", namespace, "--from-literal=k=v")
+    reads = []
+
+    class Service(k8s_objects.K8sService):
+        def retrieve(self, resource, definition):
+            existing = super().retrieve(resource, definition)
+            reads.append(existing)
+            if len(reads) == 1:
+                kubectl("delete", "configmap", "going", "-n", namespace)
+            return existing
+
+    monkeypatch.setattr(k8s_objects, "K8sService", Service)
+    definition = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "going", "namespace": namespace}}
+
+    result = run_objects(dict(params(kubeconfig, definition), state="absent", wait=True, wait_sleep=0.2))
+
+    assert not result.get("failed"), result
+    assert reads[0] is not None and len(reads) >= 2  # found, then read again after the 404
+    assert result["changed"] is False
+    assert kubectl("get", "configmap", "going", "-n", namespace, check=False).returncode != 0
