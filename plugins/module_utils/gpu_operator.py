@@ -122,36 +122,25 @@ def layout_name(node):
     ``all-<profile>`` when every GPU carries the product's full layout (the name upstream's default
     config uses); otherwise ``<profile>-x<count>-on-<mig gpus>-of-<gpus>``.
     """
-    spec = node["mig"]
-    profile = spec["profile"]
-    most = _mig.max_instances(spec["product"], profile, "%s.mig" % node.get("name", "node"))
-    count = spec.get("count", most)
-    gpus = node["gpus"]
-    mig_gpus = spec.get("gpus", gpus)
-    if mig_gpus == gpus and count == most:
-        return "all-%s" % profile
-    return "%s-x%d-on-%d-of-%d" % (profile, count, mig_gpus, gpus)
+    spec = _mig.node_mig(node["mig"], "%s.mig" % node.get("name", "node"), node["gpus"])
+    if spec["gpus"] == node["gpus"] and spec["count"] == _mig.max_instances(spec["product"], spec["profile"]):
+        return "all-%s" % spec["profile"]
+    return "%s-x%d-on-%d-of-%d" % (spec["profile"], spec["count"], spec["gpus"], node["gpus"])
 
 
 def node_layout(node):
-    """``(name, entries)``: the mig-parted layout of an inventory node with ``mig`` (validated).
+    """``(name, entries)``: the mig-parted layout of an inventory node with ``mig`` (validated by :func:`mig.node_mig`).
 
     The first ``mig.gpus`` GPUs carry ``mig.count`` (default: the full layout) instances of the
     profile; the node's other GPUs are MIG-enabled with no instances (they advertise nothing).
     """
-    where = "%s.mig" % node.get("name", "node")
-    spec = node["mig"]
-    gpus = node["gpus"]
-    mig_gpus = spec.get("gpus", gpus)
-    most = _mig.max_instances(spec["product"], spec["profile"], where)
-    count = _mig.validate_layout(spec["product"], spec["profile"], spec.get("count", most), where)
-    if not _is_int(mig_gpus) or not 0 < mig_gpus <= gpus:
-        raise OperatorError(where + ".gpus", "must be 1 to %d (the node's GPUs), got %r" % (gpus, mig_gpus), "set mig.gpus to the GPUs to partition")
+    spec = _mig.node_mig(node["mig"], "%s.mig" % node.get("name", "node"), node["gpus"])
+    gpus, mig_gpus, devices = node["gpus"], spec["gpus"], {spec["profile"]: spec["count"]}
     name = layout_name(node)
     if mig_gpus == gpus:
-        return name, [{"devices": "all", "mig-enabled": True, "mig-devices": {spec["profile"]: count}}]
+        return name, [{"devices": "all", "mig-enabled": True, "mig-devices": devices}]
     return name, [
-        {"devices": list(range(mig_gpus)), "mig-enabled": True, "mig-devices": {spec["profile"]: count}},
+        {"devices": list(range(mig_gpus)), "mig-enabled": True, "mig-devices": devices},
         {"devices": list(range(mig_gpus, gpus)), "mig-enabled": True, "mig-devices": {}},
     ]
 

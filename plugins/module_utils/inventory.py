@@ -102,7 +102,6 @@ _LAB_NAMES = (
     ("gpushare_operator_mig_parted_configmap", "name", "value", "gpushare-mig-parted-config"),
 )
 _NODE_KEYS = ("name", "gpus", "config", "mig", "product")
-_MIG_KEYS = ("product", "profile", "gpus", "count")
 _POD_KEYS = {"name", "resource", "count", "node_selector", "labels"}
 
 
@@ -270,27 +269,10 @@ def render_configs(configs):
 
 
 def mig_spec(mig, where, node_gpus=None):
-    """``{nvidia.com/mig-<profile>: gpus x count}`` of a ``{product, profile, gpus?, count?}`` layout at ``where``."""
-    if not isinstance(mig, dict):
-        raise _mig.MigError(where, "must be a mapping with product, profile and gpus", "write e.g. {product: NVIDIA-A100-SXM4-80GB, profile: 1g.10gb, gpus: 1}")
-    for key in mig:
-        if key not in _MIG_KEYS:
-            raise _mig.MigError("%s.%s" % (where, key), "unknown key", "use only %s" % ", ".join(_MIG_KEYS))
-    for key in ("product", "profile"):
-        if key not in mig:
-            raise _mig.MigError(
-                "%s.%s" % (where, key), "missing", "add the GPU %s, e.g. %s" % (key, "NVIDIA-A100-SXM4-80GB" if key == "product" else "1g.10gb")
-            )
-    gpus = mig.get("gpus", node_gpus)
-    if gpus is None:
-        raise _mig.MigError("%s.gpus" % where, "missing", "add the number of MIG-partitioned GPUs, e.g. gpus: 1")
-    if node_gpus is not None and _is_int(gpus) and gpus > node_gpus:
-        raise _mig.MigError(
-            "%s.gpus" % where,
-            "%d MIG GPUs but the node has only %d physical GPU%s" % (gpus, node_gpus, "" if node_gpus == 1 else "s"),
-            "use at most %d" % node_gpus,
-        )
-    return _mig.mig_resources(mig["product"], mig["profile"], gpus, mig.get("count"), where=where)
+    """``{nvidia.com/mig-<profile>: gpus x count}`` of a ``{product, profile, gpus?, count?}`` layout at ``where``
+    (:func:`mig.node_mig` reads the block)."""
+    spec = _mig.node_mig(mig, where, node_gpus)
+    return _mig.mig_resources(spec["product"], spec["profile"], spec["gpus"], spec["count"], where=where)
 
 
 def node_gpu_resources(node, configs=None):

@@ -21,6 +21,7 @@ except ImportError:  # loaded as a plain module, next to errors.py
 
 
 __all__ = [
+    "NODE_MIG_KEYS",
     "MigError",
     "canonical_product",
     "max_instances",
@@ -138,6 +139,41 @@ def validate_layout(product, profile, count, where=None):
             "use 1 to %d per GPU, or another profile (%s)" % (most, _profile_list(canonical)),
         )
     return count
+
+
+# A node's ``mig`` block: the product, the profile, how many of its GPUs (default all) and instances per GPU (default
+# the full layout).
+NODE_MIG_KEYS = ("product", "profile", "gpus", "count")
+
+
+def node_mig(mig, where, node_gpus=None):
+    """A node's ``mig`` block (:data:`NODE_MIG_KEYS`) read once, for every use: the lab's advertised resources, the
+    operator's mig-parted layout and the node pools resolved to nodes. Returns ``{"product", "profile", "gpus",
+    "count"}``: ``gpus`` (default ``node_gpus``) from 1 to the node's GPUs, ``count`` the instances per GPU (default the
+    product's full layout). Raises :class:`MigError` naming the field (``where`` is the block's path)."""
+    if not isinstance(mig, dict):
+        raise MigError(where, "must be a mapping with product, profile and gpus", "write e.g. {product: NVIDIA-A100-SXM4-80GB, profile: 1g.10gb, gpus: 1}")
+    for key in mig:
+        if key not in NODE_MIG_KEYS:
+            raise MigError(_path(where, key), "unknown key", "use only %s" % ", ".join(NODE_MIG_KEYS))
+    for key in ("product", "profile"):
+        if key not in mig:
+            raise MigError(_path(where, key), "missing", "add the GPU %s, e.g. %s" % (key, "NVIDIA-A100-SXM4-80GB" if key == "product" else "1g.10gb"))
+    gpus = mig.get("gpus", node_gpus)
+    if gpus is None:
+        raise MigError(_path(where, "gpus"), "missing", "add the number of MIG-partitioned GPUs, e.g. gpus: 1")
+    if node_gpus is not None and _is_int(gpus) and gpus > node_gpus:
+        raise MigError(
+            _path(where, "gpus"),
+            "%d MIG GPUs but the node has only %d physical GPU%s" % (gpus, node_gpus, "" if node_gpus == 1 else "s"),
+            "use at most %d" % node_gpus,
+        )
+    most = max_instances(mig["product"], mig["profile"], where)
+    count = most if mig.get("count") is None else validate_layout(mig["product"], mig["profile"], mig["count"], where)
+    if not _is_int(gpus) or gpus < 1:
+        raise MigError(_path(where, "gpus"), "must be a whole number of 1 or more MIG-partitioned GPUs, got %s" % _show(gpus),
+                       "give how many of the node's GPUs to partition, e.g. gpus: 1, or remove the mig block")
+    return {"product": mig["product"], "profile": mig["profile"], "gpus": gpus, "count": count}
 
 
 def mig_resources(product, profile, gpus, count_per_gpu=None, where=None):

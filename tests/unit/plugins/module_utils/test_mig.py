@@ -194,3 +194,33 @@ def test_mig_errors(call, path, message):
     assert info.value.path == path
     assert str(info.value) == message
     assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("mig, node_gpus, path, problem", [
+    pytest.param({"product": "A100-SXM4-80GB", "profile": "1g.10gb", "gpus": 0}, 2, "n.mig.gpus", "must be a whole number of 1 or more", id="zero"),
+    pytest.param({"product": "A100-SXM4-80GB", "profile": "1g.10gb", "gpus": True}, 2, "n.mig.gpus", "got true", id="bool"),
+    pytest.param({"product": "A100-SXM4-80GB", "profile": "1g.10gb", "gpus": 3}, 2, "n.mig.gpus", "only 2 physical GPUs", id="more-than-the-node"),
+    pytest.param({"product": "A100-SXM4-80GB", "profile": "1g.10gb", "count": 8}, 2, "n.mig.count", "do not fit", id="count"),
+    pytest.param({"product": "A100-SXM4-80GB", "profile": "9g.99gb"}, 2, "n.mig.profile", "is not a MIG profile", id="profile"),
+    pytest.param({"product": "A100-SXM4-80GB", "profile": "1g.10gb", "size": 1}, 2, "n.mig.size", "unknown key", id="unknown-key"),
+])
+def test_one_reading_of_a_nodes_mig_block_for_the_lab_and_the_operator(mig, node_gpus, path, problem):
+    """The advertised resources (inventory.mig_spec) and the operator's mig-parted layout (gpu_operator.node_layout)
+    read a node's mig block through mig.node_mig: the same input fails the same way on both paths."""
+    from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_operator, inventory
+
+    errors = []
+    for read in (lambda: inventory.mig_spec(mig, "n.mig", node_gpus=node_gpus),
+                 lambda: gpu_operator.node_layout({"name": "n", "gpus": node_gpus, "mig": mig})):
+        with pytest.raises(MigError) as info:
+            read()
+        errors.append(str(info.value))
+    assert errors[0] == errors[1] and errors[0].startswith(path + ": ") and problem in errors[0], errors
+
+
+def test_a_nodes_mig_block_defaults_to_every_gpu_and_the_full_layout():
+    from ansible_collections.gpushare.k8s.plugins.module_utils.mig import node_mig
+
+    assert node_mig({"product": "A30-24GB", "profile": "1g.6gb"}, "n.mig", 2) == {
+        "product": "A30-24GB", "profile": "1g.6gb", "gpus": 2, "count": 4}
+    assert node_mig({"product": "A30-24GB", "profile": "1g.6gb", "gpus": 1, "count": 2}, "n.mig", 2)["count"] == 2
