@@ -22,6 +22,10 @@ description:
   - Takes the collection's auth options (kubernetes.core's and O(request_timeout)); the C(K8S_AUTH_*) variables
     are read as kubernetes.core's modules read them, the task's C(environment) over the controller's, on either path.
   - In check mode the API server is asked for a dry run, so the diff is what the server would store.
+  - Another writer (a second run of the same play, a controller) acting between this task's read and its write is
+    not a failure, where M(kubernetes.core.k8s) fails or warns. An object created meanwhile (409 AlreadyExists, or a
+    quota refusal while the other create completes) is patched to the definition; an object deleted meanwhile (404 on
+    the delete) is absent as asked, and the task reports no change for it.
 extends_documentation_fragment:
   - kubernetes.core.k8s_name_options
   - gpushare.k8s.wait  # before kubernetes.core.k8s_wait_options: its wait_sleep takes fractions
