@@ -166,7 +166,7 @@ mount -t proc proc "$node/.proc"
 mount -t tmpfs tmpfs /proc
 mkdir /proc/.host
 mount --move "$node/.proc" /proc/.host
-for entry in /proc/.host/*; do ln -s ".host/${entry##*/}" "/proc/${entry##*/}"; done
+(cd /proc && ln -s .host/* .)
 printf 'nvidia 0 0 - Live 0x0\\n' > /proc/modules
 mount --bind "$node/pci-devices" /sys/bus/pci/devices
 exec "$@"
