@@ -122,10 +122,17 @@ def layout_name(node):
     ``all-<profile>`` when every GPU carries the product's full layout (the name upstream's default
     config uses); otherwise ``<profile>-x<count>-on-<mig gpus>-of-<gpus>``.
     """
-    spec = _mig.node_mig(node["mig"], "%s.mig" % node.get("name", "node"), node["gpus"])
-    if spec["gpus"] == node["gpus"] and spec["count"] == _mig.max_instances(spec["product"], spec["profile"]):
+    return _layout_name(_node_mig(node), node["gpus"])
+
+
+def _node_mig(node):
+    return _mig.node_mig(node["mig"], "%s.mig" % node.get("name", "node"), node["gpus"])
+
+
+def _layout_name(spec, gpus):
+    if spec["gpus"] == gpus and spec["count"] == _mig.max_instances(spec["product"], spec["profile"]):
         return "all-%s" % spec["profile"]
-    return "%s-x%d-on-%d-of-%d" % (spec["profile"], spec["count"], spec["gpus"], node["gpus"])
+    return "%s-x%d-on-%d-of-%d" % (spec["profile"], spec["count"], spec["gpus"], gpus)
 
 
 def node_layout(node):
@@ -134,9 +141,9 @@ def node_layout(node):
     The first ``mig.gpus`` GPUs carry ``mig.count`` (default: the full layout) instances of the
     profile; the node's other GPUs are MIG-enabled with no instances (they advertise nothing).
     """
-    spec = _mig.node_mig(node["mig"], "%s.mig" % node.get("name", "node"), node["gpus"])
+    spec = _node_mig(node)
     gpus, mig_gpus, devices = node["gpus"], spec["gpus"], {spec["profile"]: spec["count"]}
-    name = layout_name(node)
+    name = _layout_name(spec, gpus)
     if mig_gpus == gpus:
         return name, [{"devices": "all", "mig-enabled": True, "mig-devices": devices}]
     return name, [

@@ -25,6 +25,7 @@ __all__ = [
     "MigError",
     "canonical_product",
     "max_instances",
+    "node_mig",
     "mig_resources",
     "partition_geometry",
     "products",

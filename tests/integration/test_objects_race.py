@@ -33,8 +33,9 @@ def namespace(kubectl):
 
 @pytest.fixture
 def other_writer_after_first_read(monkeypatch, kubectl):
-    """Make kubectl create ``manifest`` right after the collection's first read of it (which found nothing)."""
-    def arm(manifest):
+    """Make kubectl act (``kubectl <args>``) right after the collection's first read of the object; by default it
+    creates ``manifest``. Returns the list of what each read found."""
+    def arm(manifest=None, args=("create", "-f", "-")):
         reads = []
 
         class Service(k8s_objects.K8sService):
@@ -42,7 +43,7 @@ def other_writer_after_first_read(monkeypatch, kubectl):
                 existing = super().retrieve(resource, definition)
                 reads.append(existing)
                 if len(reads) == 1:
-                    kubectl("create", "-f", "-", input_text=json.dumps(manifest))
+                    kubectl(*args, input_text=None if manifest is None else json.dumps(manifest))
                 return existing
 
         monkeypatch.setattr(k8s_objects, "K8sService", Service)
@@ -103,21 +104,11 @@ def test_a_create_refused_for_its_own_reason_still_fails_with_it(kubeconfig, kub
     assert "Failed to create object" in result["msg"] and "exceeded quota: no-pods" in result["msg"]
 
 
-def test_an_object_deleted_meanwhile_is_absent_not_a_failure(kubeconfig, kubectl, namespace, monkeypatch):
+def test_an_object_deleted_meanwhile_is_absent_not_a_failure(kubeconfig, kubectl, namespace, other_writer_after_first_read):
     """The failure two lab runs at once met: both read the intent Pod, the other run deleted it first, and this run's
     delete got 404 NotFound. The object is gone, as asked: unchanged, and no error."""
     kubectl("create", "configmap", "going", "-n", namespace, "--from-literal=k=v")
-    reads = []
-
-    class Service(k8s_objects.K8sService):
-        def retrieve(self, resource, definition):
-            existing = super().retrieve(resource, definition)
-            reads.append(existing)
-            if len(reads) == 1:
-                kubectl("delete", "configmap", "going", "-n", namespace)
-            return existing
-
-    monkeypatch.setattr(k8s_objects, "K8sService", Service)
+    reads = other_writer_after_first_read(args=("delete", "configmap", "going", "-n", namespace))
     definition = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "going", "namespace": namespace}}
 
     result = run_objects(dict(params(kubeconfig, definition), state="absent", wait=True, wait_sleep=0.2))
