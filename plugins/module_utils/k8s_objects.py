@@ -200,18 +200,19 @@ def _create_or_report_race(svc, resource, definition):
 
 
 class _DeletedMeanwhile(Exception):
-    """Deleting an object failed because another writer deleted it after this call read it."""
+    """Deleting or patching an object failed because another writer deleted it after this call read it."""
 
 
-def _delete_or_report_race(delete, resource, definition, existing=None):
-    """kubernetes.core's ``delete``; a 404 (another writer, such as a second lab run, deleted the object between this
-    call's read and its delete) raises :class:`_DeletedMeanwhile`, so the caller reads again and finds it gone,
-    where upstream fails the task with "Failed to delete object: ... not found"."""
+def _report_deletion_race(write, resource, definition, existing=None):
+    """kubernetes.core's ``delete`` or ``update`` (``write``); a 404 (another writer, such as a second lab run, deleted
+    the object between this call's read and its write) raises :class:`_DeletedMeanwhile`, so the caller reads again:
+    a delete then finds it gone, a patch creates it. Upstream fails the task with "Failed to delete object" or "Failed
+    to patch object: ... not found"."""
     try:
-        return delete(resource, definition, existing)
+        return write(resource, definition, existing)
     except CoreException as exc:
         if getattr(exc.__cause__, "status", None) == 404:
-            raise _DeletedMeanwhile("%s was deleted by another writer while this task deleted it" % (
+            raise _DeletedMeanwhile("%s was deleted by another writer while this task wrote it" % (
                 definition["metadata"].get("name"),)) from exc
         raise
 
@@ -224,8 +225,9 @@ def _service(params, check_mode, diff):
     module = _Module(params, check_mode, diff)
     svc = K8sService(client, module)
     svc.create = lambda resource, definition: _create_or_report_race(svc, resource, definition)
-    delete = svc.delete
-    svc.delete = lambda resource, definition, existing=None: _delete_or_report_race(delete, resource, definition, existing)
+    delete, update = svc.delete, svc.update
+    svc.delete = lambda resource, definition, existing=None: _report_deletion_race(delete, resource, definition, existing)
+    svc.update = lambda resource, definition, existing: _report_deletion_race(update, resource, definition, existing)
     return svc, module
 
 

@@ -25,7 +25,7 @@ description:
   - Another writer (a second run of the same play, a controller) acting between this task's read and its write is
     not a failure, where M(kubernetes.core.k8s) fails or warns. An object created meanwhile (409 AlreadyExists, or a
     quota refusal while the other create completes) is patched to the definition; an object deleted meanwhile (404 on
-    the delete) is absent as asked, and the task reports no change for it.
+    the delete) is absent as asked, and the task reports no change for it; one deleted before its patch is created.
 extends_documentation_fragment:
   - kubernetes.core.k8s_name_options
   - gpushare.k8s.wait  # before kubernetes.core.k8s_wait_options: its wait_sleep takes fractions

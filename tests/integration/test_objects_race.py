@@ -117,3 +117,20 @@ def test_an_object_deleted_meanwhile_is_absent_not_a_failure(kubeconfig, kubectl
     assert reads[0] is not None and len(reads) >= 2  # found, then read again after the 404
     assert result["changed"] is False
     assert kubectl("get", "configmap", "going", "-n", namespace, check=False).returncode != 0
+
+
+def test_an_object_deleted_before_the_patch_is_created_again(kubeconfig, kubectl, namespace, other_writer_after_first_read):
+    """The other half of two lab runs at once: this run found the intent Pod (the other run's), the other run then
+    deleted it, and this run's patch got 404 NotFound. The object is created to the definition instead."""
+    kubectl("create", "configmap", "back", "-n", namespace, "--from-literal=owner=other")
+    reads = other_writer_after_first_read(args=("delete", "configmap", "back", "-n", namespace))
+    definition = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "back", "namespace": namespace},
+                  "data": {"owner": "us"}}
+
+    result = run_objects(params(kubeconfig, definition))
+
+    assert not result.get("failed"), result
+    assert reads[0] is not None and reads[1] is None  # found, then (after the 404) found gone
+    assert result["method"] == "create" and result["changed"] is True
+    data = json.loads(kubectl("get", "configmap", "back", "-n", namespace, "-o", "json").stdout)["data"]
+    assert data == {"owner": "us"}
