@@ -36,10 +36,10 @@ else:
     KUBERNETES_IMPORT_ERROR = None
 
 try:
-    from .errors import ApiCallError
+    from .errors import ApiCallError, GpushareError
     from .k8s_auth import is_timeout
 except ImportError:  # loaded as a plain module, next to k8s_auth.py
-    from errors import ApiCallError  # type: ignore[no-redef]
+    from errors import ApiCallError, GpushareError  # type: ignore[no-redef]
     from k8s_auth import is_timeout  # type: ignore[no-redef]
 
 
@@ -66,7 +66,7 @@ _KINDS = {
 LISTABLE_KINDS = tuple(sorted(_KINDS))
 
 
-class ClusterReadError(Exception):
+class ClusterReadError(GpushareError):
     """A LIST the API server refused or could not answer."""
 
 

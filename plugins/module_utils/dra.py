@@ -40,14 +40,14 @@ try:
     from . import gpu_names as _names
     from . import gpu_products as _products
     from . import mig as _mig
-    from .errors import ApiCallError, InputError, is_int as _is_int
+    from .errors import ApiCallError, GpushareError, InputError, is_int as _is_int
     from .gpu_features import gpu_memory_mib
     from .quantity import parse_quantity
 except ImportError:  # loaded as plain modules, next to each other
     import gpu_names as _names  # type: ignore[no-redef]
     import gpu_products as _products  # type: ignore[no-redef]
     import mig as _mig  # type: ignore[no-redef]
-    from errors import ApiCallError, InputError, is_int as _is_int  # type: ignore[no-redef]
+    from errors import ApiCallError, GpushareError, InputError, is_int as _is_int  # type: ignore[no-redef]
     from gpu_features import gpu_memory_mib  # type: ignore[no-redef]
     from quantity import parse_quantity  # type: ignore[no-redef]
 
@@ -113,7 +113,7 @@ class DraApiError(ApiCallError):
         return not self.timed_out and (self.status is None or self.status in RETRYABLE_STATUS)
 
 
-class DraWriteError(Exception):
+class DraWriteError(GpushareError):
     """Some pools could not be written. ``results`` holds every pool's outcome."""
 
     def __init__(self, message, results):

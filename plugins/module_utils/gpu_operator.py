@@ -33,13 +33,13 @@ try:
     from . import gpu_features as _features
     from . import gpu_names as _names
     from . import mig as _mig
-    from .errors import InputError, is_int as _is_int
+    from .errors import GpushareError, InputError, is_int as _is_int
 except ImportError:  # loaded as plain modules, next to each other
     import device_plugin as _dp  # type: ignore[no-redef]
     import gpu_features as _features  # type: ignore[no-redef]
     import gpu_names as _names  # type: ignore[no-redef]
     import mig as _mig  # type: ignore[no-redef]
-    from errors import InputError, is_int as _is_int  # type: ignore[no-redef]
+    from errors import GpushareError, InputError, is_int as _is_int  # type: ignore[no-redef]
 
 try:
     import yaml
@@ -107,7 +107,7 @@ class OperatorError(InputError):
     """Bad operator-mode input. ``str(error)`` is ``"<path>: <problem>. Fix: <fix>"``."""
 
 
-class LayoutError(Exception):
+class LayoutError(GpushareError):
     """A MIG layout the node's GPUs cannot hold; ``str(error)`` is the reason the MIG manager reports."""
 
 

@@ -71,6 +71,7 @@ try:
     from . import gpu_operator as _op
     from . import nvml_state as _nvml
     from .cluster_objects import ApiCallError, Route, api_path, call_json, list_pages
+    from .errors import GpushareError
     from .node_status import MERGE_PATCH
 except ImportError:  # loaded as plain modules, next to each other
     import device_plugin as _dp  # type: ignore[no-redef]
@@ -78,6 +79,7 @@ except ImportError:  # loaded as plain modules, next to each other
     import gpu_operator as _op  # type: ignore[no-redef]
     import nvml_state as _nvml  # type: ignore[no-redef]
     from cluster_objects import ApiCallError, Route, api_path, call_json, list_pages  # type: ignore[no-redef]
+    from errors import GpushareError  # type: ignore[no-redef]
     from node_status import MERGE_PATCH  # type: ignore[no-redef]
 
 
@@ -301,7 +303,7 @@ class MigParted(_NodeBinary):
         return (True, None) if code == 0 else (False, mig_parted_reason(output))
 
 
-class GfdError(Exception):
+class GfdError(GpushareError):
     """GFD could not label a node: what failed, with the last lines GFD wrote. ``repeated``: raised again from the cache."""
 
     repeated = False

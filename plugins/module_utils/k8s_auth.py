@@ -65,6 +65,11 @@ else:
     HAS_KUBERNETES = True
     KUBERNETES_IMPORT_ERROR = None
 
+try:
+    from .errors import GpushareError
+except ImportError:  # loaded as a plain module, next to errors.py
+    from errors import GpushareError  # type: ignore[no-redef]
+
 
 # The collection's own connection options, documented in plugins/doc_fragments/k8s_auth.py.
 OWN_ARG_SPEC = {
@@ -112,7 +117,7 @@ IMPERSONATE_USER_HEADER = "Impersonate-User"
 IMPERSONATE_GROUP_HEADER = "Impersonate-Group"
 
 
-class K8sAuthError(Exception):
+class K8sAuthError(GpushareError):
     """The auth options cannot produce a working client configuration."""
 
 

@@ -17,6 +17,11 @@ import socket
 import subprocess
 import time
 
+try:
+    from .errors import GpushareError
+except ImportError:  # loaded as a plain module, next to errors.py
+    from errors import GpushareError  # type: ignore[no-redef]
+
 __all__ = ["DEFAULT_TIMEOUT", "NO_CLUSTER", "KwokctlError", "check_loopback", "cluster_kubeconfig", "components", "ensure", "ports_in_use"]
 
 # `kwokctl get components` exits 0 with a table for a cluster that exists, 1 with this message for one that does not.
@@ -29,7 +34,7 @@ DEFAULT_TIMEOUT = 600
 _WAIT_MARGIN = 120
 
 
-class KwokctlError(Exception):
+class KwokctlError(GpushareError):
     """kwokctl failed, or a cluster cannot be created as asked; the message says which command and why."""
 
     def __init__(self, msg, **details):

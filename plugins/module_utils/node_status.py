@@ -33,12 +33,12 @@ from decimal import Decimal
 
 try:
     from .cluster_objects import REQUEST_TIMEOUT, ApiCallError, Route, api_path, call_json, list_pages
-    from .errors import is_int
+    from .errors import GpushareError, is_int
     from .gpu_names import DNS_SUBDOMAIN_RE, KWOK_NODE_ANNOTATION
     from .quantity import parse_quantity
 except ImportError:  # loaded as a plain module, next to cluster_objects.py
     from cluster_objects import REQUEST_TIMEOUT, ApiCallError, Route, api_path, call_json, list_pages  # type: ignore[no-redef]
-    from errors import is_int  # type: ignore[no-redef]
+    from errors import GpushareError, is_int  # type: ignore[no-redef]
     from gpu_names import DNS_SUBDOMAIN_RE, KWOK_NODE_ANNOTATION  # type: ignore[no-redef]
     from quantity import parse_quantity  # type: ignore[no-redef]
 
@@ -67,14 +67,14 @@ _DNS_SUBDOMAIN_RE = DNS_SUBDOMAIN_RE
 _NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 
 
-class NodeResourcesError(Exception):
+class NodeResourcesError(GpushareError):
     """A request that cannot be carried out; nothing has been written.
 
     The message names the offending option and says how to fix it.
     """
 
 
-class NodeWriteError(Exception):
+class NodeWriteError(GpushareError):
     """Some Nodes could not be written. ``results`` holds every Node's outcome."""
 
     def __init__(self, message, results):

@@ -25,6 +25,11 @@ import tempfile
 import time
 
 try:
+    from .errors import GpushareError
+except ImportError:  # loaded as a plain module, next to errors.py
+    from errors import GpushareError  # type: ignore[no-redef]
+
+try:
     import yaml
 except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
     yaml = None
@@ -38,7 +43,7 @@ MIN_EXPIRATION = 600  # the API server refuses a TokenRequest for less
 DEFAULT_EXPIRATION = 8 * 3600
 
 
-class KubeconfigError(Exception):
+class KubeconfigError(GpushareError):
     """The kubeconfig cannot be built or written; the message says why and what to do.
 
     ``status`` is the HTTP status of a failed API call, ``None`` otherwise.

@@ -205,15 +205,13 @@ from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import (
     AUTH_ARG_SPEC,
     HAS_KUBERNETES,
     KUBERNETES_IMPORT_ERROR,
-    K8sAuthError,
     build_api_client,
 )
-from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
+from ansible_collections.gpushare.k8s.plugins.module_utils.errors import GpushareError
 from ansible_collections.gpushare.k8s.plugins.module_utils.dra import (
     DEFAULT_PARALLELISM,
     DRIVER,
     STATES,
-    DraApiError,
     DraWriteError,
     ResourceSliceApi,
     apply_resource_slices,
@@ -272,11 +270,11 @@ def main(module_class=AnsibleModule):
             parallelism=params["parallelism"],
             default_product=params["product"],
         )
-    except (K8sAuthError, InputError, DraApiError) as exc:
-        module.fail_json(msg=str(exc), changed=False)
-    except DraWriteError as exc:
+    except DraWriteError as exc:  # some pools may be written: say which
         changed = [result["name"] for result in exc.results if result["changed"] and "error" not in result]
         module.fail_json(msg=str(exc), changed=bool(changed), changed_pools=changed, pools=_public(exc.results))
+    except GpushareError as exc:  # refused before any write, or no client: nothing changed
+        module.fail_json(msg=str(exc), changed=False)
     except Exception as exc:  # an unexpected failure still ends as a message, not a traceback
         module.fail_json(msg="unexpected error: {0}: {1}".format(type(exc).__name__, exc), exception=traceback.format_exc())
 

@@ -129,13 +129,12 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_operator as _op
-from ansible_collections.gpushare.k8s.plugins.module_utils.cluster_objects import ApiCallError
+from ansible_collections.gpushare.k8s.plugins.module_utils.errors import GpushareError
 from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_operator_standin import StandIn
 from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import (
     AUTH_ARG_SPEC,
     HAS_KUBERNETES,
     KUBERNETES_IMPORT_ERROR,
-    K8sAuthError,
     build_api_client,
     hide_kubeconfig_credentials,
 )
@@ -222,7 +221,7 @@ def main(module_class=AnsibleModule):
         module.fail_json(msg=_op.describe_failure(result, expected, causes, params["timeout"]), matched=False,
                          elapsed=result["elapsed"], differences=result["differences"], nodes=_summary(result["nodes"]),
                          progress=progress)
-    except (K8sAuthError, ApiCallError, _op.OperatorError) as exc:
+    except GpushareError as exc:  # the collection's own refusals and failures, each with its message
         module.fail_json(msg=str(exc), differences={}, progress=[])
     except Exception as exc:  # an unexpected failure still ends as a message, not a traceback
         module.fail_json(msg="unexpected error: %s: %s" % (type(exc).__name__, exc), exception=traceback.format_exc(), differences={},

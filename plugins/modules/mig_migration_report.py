@@ -186,18 +186,18 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.cluster_objects import ClusterReadError, ObjectLister
+from ansible_collections.gpushare.k8s.plugins.module_utils.cluster_objects import ObjectLister
+from ansible_collections.gpushare.k8s.plugins.module_utils.errors import GpushareError
 from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_requests import WORKLOAD_KINDS
 from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import (
     AUTH_ARG_SPEC,
     HAS_KUBERNETES,
     KUBERNETES_IMPORT_ERROR,
-    K8sAuthError,
     build_api_client,
     hide_kubeconfig_credentials,
 )
 from ansible_collections.gpushare.k8s.plugins.module_utils.manifest_yaml import MAX_INPUT_BYTES, ManifestError, load_documents
-from ansible_collections.gpushare.k8s.plugins.module_utils.mig_migration import MigrationError, migration_report, report_summary
+from ansible_collections.gpushare.k8s.plugins.module_utils.mig_migration import migration_report, report_summary
 
 
 def argument_spec():
@@ -259,7 +259,7 @@ def main(module_class=AnsibleModule):
             prefixes=params["resource_prefixes"],
             default_namespace=params["default_namespace"],
         )
-    except (K8sAuthError, ClusterReadError, MigrationError, ManifestError) as exc:
+    except (GpushareError, ManifestError) as exc:  # the collection's own refusals and failures, each with its message
         module.fail_json(msg=str(exc))
     except Exception as exc:  # an unexpected failure still ends as a message, not a traceback
         module.fail_json(msg="unexpected error: %s: %s" % (type(exc).__name__, exc), exception=traceback.format_exc())

@@ -243,11 +243,11 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.gpushare.k8s.plugins.module_utils.errors import GpushareError
 from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import (
     AUTH_ARG_SPEC,
     HAS_KUBERNETES,
     KUBERNETES_IMPORT_ERROR,
-    K8sAuthError,
     build_api_client,
     hide_kubeconfig_credentials,
 )
@@ -257,7 +257,6 @@ from ansible_collections.gpushare.k8s.plugins.module_utils.node_status import (
     FIELDS,
     STATES,
     CoreNodeApi,
-    NodeResourcesError,
     NodeWriteError,
     apply_node_resources,
     check_parallelism,
@@ -325,9 +324,7 @@ def main(module_class=AnsibleModule):
         check_parallelism(params["parallelism"])
         api = CoreNodeApi(build_api_client(params, pool_maxsize=params["parallelism"]))
         results = apply_node_resources(api, **request)
-    except (K8sAuthError, NodeResourcesError) as exc:
-        module.fail_json(msg=str(exc), changed=False)
-    except NodeWriteError as exc:
+    except NodeWriteError as exc:  # some nodes may be written: say which
         changed_nodes = [r["name"] for r in exc.results if r["changed"]]
         module.fail_json(
             msg=str(exc),
@@ -335,6 +332,8 @@ def main(module_class=AnsibleModule):
             changed_nodes=changed_nodes,
             nodes=exc.results,
         )
+    except GpushareError as exc:  # refused before any write, or no client: nothing changed
+        module.fail_json(msg=str(exc), changed=False)
     except Exception as exc:  # an unexpected failure still ends as a message, not a traceback
         module.fail_json(
             msg="unexpected error: {0}: {1}".format(type(exc).__name__, exc),

@@ -143,17 +143,16 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.cluster_objects import ClusterReadError, ObjectLister
+from ansible_collections.gpushare.k8s.plugins.module_utils.cluster_objects import ObjectLister
+from ansible_collections.gpushare.k8s.plugins.module_utils.errors import GpushareError
 from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import (
     AUTH_ARG_SPEC,
     HAS_KUBERNETES,
     KUBERNETES_IMPORT_ERROR,
-    K8sAuthError,
     build_api_client,
     hide_kubeconfig_credentials,
 )
 from ansible_collections.gpushare.k8s.plugins.module_utils.quota_coverage import (
-    CoverageError,
     advertised_by_nodes,
     coverage_message,
     quota_coverage,
@@ -186,7 +185,7 @@ def main(module_class=AnsibleModule):
             advertised = {name: advertised.get(name, []) for name in required}
         quotas = lister.list("ResourceQuota", params["namespaces"] or None)
         report = quota_coverage(quotas, advertised, params["namespaces"] or None, params["resource_prefixes"])
-    except (K8sAuthError, ClusterReadError, CoverageError) as exc:
+    except GpushareError as exc:  # the collection's own refusals and failures, each with its message
         module.fail_json(msg=str(exc))
     except Exception as exc:  # an unexpected failure still ends as a message, not a traceback
         module.fail_json(msg="unexpected error: %s: %s" % (type(exc).__name__, exc), exception=traceback.format_exc())
