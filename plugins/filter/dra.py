@@ -13,6 +13,7 @@ from ansible_collections.gpushare.k8s.plugins.module_utils import dra as _dra
 from ansible_collections.gpushare.k8s.plugins.module_utils import dra_lab as _lab
 from ansible_collections.gpushare.k8s.plugins.module_utils.device_plugin import dump_yaml, plain
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
+from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_names import GPU_RESOURCE
 
 
 def _filter_errors(func):
@@ -93,8 +94,8 @@ def dra_sharing_table(nodes, lab_nodes, configs=None):
             mig_profile, mig_product = node["mig"].get("profile"), node["mig"].get("product")
             continue
         resources = node_gpu_resources(node, plain(configs))
-        if replicas is None and node.get("gpus") and resources.get("nvidia.com/gpu", 0) > node["gpus"]:
-            replicas = resources["nvidia.com/gpu"] // node["gpus"]
+        if replicas is None and node.get("gpus") and resources.get(GPU_RESOURCE, 0) > node["gpus"]:
+            replicas = resources[GPU_RESOURCE] // node["gpus"]
     if replicas is None or mig_profile is None:
         raise InputError("gpushare_nodes", "has no time-sliced node or no MIG node to compare with", "keep the lab's shared and MIG nodes")
     return _lab.sharing_table(plain(nodes), replicas, mig_profile, mig_product)

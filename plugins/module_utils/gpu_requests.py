@@ -78,6 +78,8 @@ __all__ = [
     "whole_units",
 ]
 
+# gpu_names.GPU_RESOURCE, spelled out: this file also runs alone inside the installed bin/check-request.sh, where
+# nothing else of the collection exists (tests/unit/plugins/module_utils/test_gpu_requests.py holds the two equal).
 DEFAULT_RESOURCES = ("nvidia.com/gpu",)
 
 # Where the Pod spec lives in each of Kubernetes' own workload kinds (read there only in the kind's own API group).

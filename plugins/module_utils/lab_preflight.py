@@ -25,6 +25,7 @@ try:
     from . import quota_coverage as _coverage
     from .cluster_objects import Route, api_path, call_json, list_pages
     from .errors import ApiCallError, InputError
+    from .gpu_names import GPU_RESOURCE
     from .k8s_auth import AUTH_ARG_SPEC, K8sAuthError, build_api_client
 except ImportError:  # loaded as plain modules, side by side
     import control_plane as _control_plane  # type: ignore[no-redef]
@@ -35,6 +36,7 @@ except ImportError:  # loaded as plain modules, side by side
     import quota_coverage as _coverage  # type: ignore[no-redef]
     from cluster_objects import Route, api_path, call_json, list_pages  # type: ignore[no-redef]
     from errors import ApiCallError, InputError  # type: ignore[no-redef]
+    from gpu_names import GPU_RESOURCE  # type: ignore[no-redef]
     from k8s_auth import AUTH_ARG_SPEC, K8sAuthError, build_api_client  # type: ignore[no-redef]
 
 
@@ -86,7 +88,7 @@ def _model(params):
     quota = params["team_quota"]
     if not isinstance(quota, dict):
         raise PreflightError("gpushare_team_quota", "must be a mapping, got %r" % (quota,), "write e.g. {name: gpu-quota, gpus: 2}")
-    names = _coverage.resolve_quota_resources(quota.get("resources", ["nvidia.com/gpu"]), inventory)
+    names = _coverage.resolve_quota_resources(quota.get("resources", [GPU_RESOURCE]), inventory)
     return inventory, names
 
 

@@ -210,7 +210,7 @@ def _controller(obj):
     return None
 
 
-def gpu_workloads(documents, resources=("nvidia.com/gpu",), default_namespace="", skip_controlled=True):
+def gpu_workloads(documents, resources=_requests.DEFAULT_RESOURCES, default_namespace="", skip_controlled=True):
     """Every workload asking for one of ``resources``: ``[{namespace, kind, name, object, pod_spec, containers, requests}]``.
 
     ``documents`` are objects (dicts, Lists allowed). ``containers`` is ``[{container, resource, count, init}]``;
@@ -283,7 +283,7 @@ def _gpu_view(state, prefixes):
     return ", ".join(shown) or "no GPU resource"
 
 
-def stranded_workloads(workloads, before, after, resources=("nvidia.com/gpu",), prefixes=DEFAULT_PREFIXES):
+def stranded_workloads(workloads, before, after, resources=_requests.DEFAULT_RESOURCES, prefixes=DEFAULT_PREFIXES):
     """One row per container and resource of every workload that no node can run after the change.
 
     Row: ``{namespace, kind, name, container, resource, count, reason, nodes_before, stranded_by_change}``.
@@ -331,7 +331,7 @@ def stranded_workloads(workloads, before, after, resources=("nvidia.com/gpu",), 
 
 
 def migration_report(
-    nodes, documents, advertised_after=None, labels_after=None, resources=("nvidia.com/gpu",), prefixes=DEFAULT_PREFIXES, default_namespace=""
+    nodes, documents, advertised_after=None, labels_after=None, resources=_requests.DEFAULT_RESOURCES, prefixes=DEFAULT_PREFIXES, default_namespace=""
 ):
     """Everything in one call: ``{"workloads": rows, "checked": n, "ok": bool}`` (see :func:`stranded_workloads`)."""
     if isinstance(resources, str) or not isinstance(resources, (list, tuple)) or not resources:
@@ -347,7 +347,7 @@ def migration_report(
     return {"workloads": rows, "checked": len(workloads), "ok": not rows}
 
 
-def report_summary(report, resources=("nvidia.com/gpu",)):
+def report_summary(report, resources=_requests.DEFAULT_RESOURCES):
     """A short human summary: one line overall, then one line per stranded workload."""
     rows = report["workloads"]
     names = ", ".join(resources)

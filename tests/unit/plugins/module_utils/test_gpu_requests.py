@@ -14,7 +14,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_requests
+from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_names, gpu_requests
 from ansible_collections.gpushare.k8s.plugins.module_utils import check_request, manifest_yaml, quantity
 from ansible_collections.gpushare.k8s.plugins.module_utils.check_request import main
 from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_requests import find_offenders
@@ -850,3 +850,8 @@ def test_kubernetes_own_kinds_without_pods_are_skipped():
     # a custom resource's metadata and status are never taken for a Pod spec
     status = {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "t"}, "status": {"template": template(TRAINER)}}
     assert both_views([status]) == []
+
+
+def test_the_standalone_default_resource_is_the_names_module_s():
+    # gpu_requests runs alone in bin/check-request.sh, so it spells the name out; it must be the one home's.
+    assert gpu_requests.DEFAULT_RESOURCES == (gpu_names.GPU_RESOURCE,)
