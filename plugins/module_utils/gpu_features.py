@@ -59,6 +59,7 @@ __all__ = [
     "is_managed_label",
     "label_patch",
     "memory_products",
+    "node_gpu_count",
 ]
 
 GPU = "nvidia.com/gpu."
@@ -203,15 +204,21 @@ def _replicated_gpu(config):
     return _dp.STRATEGY_NONE, 1, False
 
 
+def node_gpu_count(node, where):
+    """An inventory node's ``gpus``, its physical GPU count (0 for a node without GPUs): the one check of it, for the
+    advertised resources (inventory.node_gpu_resources) and GFD's labels alike."""
+    gpus = node.get("gpus")
+    if not _is_int(gpus) or gpus < 0:
+        raise FeatureError("%s.gpus" % where, "must be a non-negative integer, got %r" % (gpus,), "give the node's physical GPU count, e.g. gpus: 2")
+    return gpus
+
+
 def _check_node(node):
     if not isinstance(node, dict):
         raise FeatureError("node", "must be a mapping with name and gpus", "write e.g. {name: lab-node-0, gpus: 2, config: default}")
     # The node's keys, config and MIG layout are validated by node_gpu_resources (gpushare filters).
     where = str(node.get("name") or "node")
-    gpus = node.get("gpus")
-    if not _is_int(gpus) or gpus < 0:
-        raise FeatureError("%s.gpus" % where, "must be a non-negative integer, got %r" % (gpus,), "give the node's physical GPU count, e.g. gpus: 2")
-    return where, gpus
+    return where, node_gpu_count(node, where)
 
 
 def check_product(node, where=None):

@@ -284,9 +284,7 @@ def node_gpu_resources(node, configs=None):
         if key not in _NODE_KEYS:
             raise _dp.ConfigError("%s.%s" % (where, key), "unknown key", "use only %s" % ", ".join(_NODE_KEYS))
     _features.check_product(node, where)  # optional GPU product (gpu_feature_labels), same as mig.product on a MIG node
-    gpus = node.get("gpus")
-    if not _is_int(gpus) or gpus < 0:
-        raise _dp.ConfigError("%s.gpus" % where, "must be a non-negative integer, got %r" % (gpus,), "give the node's physical GPU count, e.g. gpus: 2")
+    gpus = _features.node_gpu_count(node, where)
     has_config = node.get("config") is not None
     if has_config and node.get("mig") is not None:
         raise _dp.ConfigError(
