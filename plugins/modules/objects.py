@@ -24,7 +24,8 @@ description:
   - In check mode the API server is asked for a dry run, so the diff is what the server would store.
   - Another writer (a second run of the same play, a controller) acting between this task's read and its write is
     not a failure, where M(kubernetes.core.k8s) fails or warns. An object created meanwhile (409 AlreadyExists, or a
-    quota refusal while the other create completes) is patched to the definition; an object deleted meanwhile (404 on
+    quota refusal while the other create completes, the object being looked for during 0.85 s, which a create a
+    full quota refuses for its own reason also waits) is patched to the definition; an object deleted meanwhile (404 on
     the delete) is absent as asked, and the task reports no change for it; one deleted before its patch is created.
 extends_documentation_fragment:
   - kubernetes.core.k8s_name_options

@@ -92,7 +92,7 @@ def test_a_pod_created_meanwhile_under_a_full_quota_is_not_a_quota_failure(
 
 
 def test_a_create_refused_for_its_own_reason_still_fails_with_it(kubeconfig, kubectl, namespace):
-    """Refused by a full quota, and nobody creates the Pod: the API server's refusal, after looking for 0.1 s."""
+    """Refused by a full quota, and nobody creates the Pod: the API server's refusal, after looking for 0.85 s."""
     kubectl("create", "quota", "no-pods", "--hard=pods=0", "-n", namespace)
     kubectl("wait", "--for=jsonpath={.status.hard.pods}=0", "resourcequota/no-pods", "-n", namespace, "--timeout=60s")
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "job", "namespace": namespace},
