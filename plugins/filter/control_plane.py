@@ -14,10 +14,10 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpushare.k8s.plugins.module_utils import control_plane as _control_plane
 
 
-def stale_lease_errors(leases, components, now, fix):
+def stale_lease_errors(leases, components, now, fix, since=None):
     """One message naming every component whose kube-system leader Lease is missing or was not renewed in time."""
     try:
-        return _control_plane.lease_errors(leases, components, now, fix)
+        return _control_plane.lease_errors(leases, components, now, fix, since)
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError("stale_lease_errors: %s" % exc) from None
 

@@ -48,7 +48,7 @@ def parse_time(value):
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
 
 
-def _lease_problem(lease, now):
+def _lease_problem(lease, now, since=None):
     spec = (lease or {}).get("spec") or {}
     if not spec.get("holderIdentity"):
         return "its leader Lease has no holder (the component released it or never took it)"
@@ -59,21 +59,29 @@ def _lease_problem(lease, now):
     age = (now - parse_time(renewed)).total_seconds()
     if age > duration:
         return "its leader Lease was last renewed %d s ago, longer than its %d s duration" % (age, duration)
+    if since is not None and parse_time(renewed) < since:
+        return "its leader Lease was last renewed %d s ago, before %s" % (age, since.isoformat())
     return None
 
 
-def lease_errors(leases, components, now, fix):
+def lease_errors(leases, components, now, fix, since=None):
     """One message per component of ``components`` whose Lease (kube-system, named after it) is missing or stale.
 
     ``leases`` are Lease objects as read from the API; ``now`` the current time (datetime or RFC 3339);
     ``fix`` says how to restore the components. Empty when every component holds a fresh lease.
+
+    ``since`` (datetime or RFC 3339, optional) also counts a Lease last renewed before that time as stale. A Lease
+    renewed less than its duration ago may belong to a component that has just exited (it stops renewing only at its
+    renew deadline, 10 s by default) or to one started again that waits a whole duration before it takes the Lease:
+    only a renewal after the component was (re)started or last checked shows it runs.
     """
     now = parse_time(now)
+    since = None if since in (None, "") else parse_time(since)
     by_name = {((lease or {}).get("metadata") or {}).get("name"): lease for lease in leases or []}
     problems = []
     for component in components or []:
         lease = by_name.get(component)
-        problem = "there is no Lease kube-system/%s" % component if lease is None else _lease_problem(lease, now)
+        problem = "there is no Lease kube-system/%s" % component if lease is None else _lease_problem(lease, now, since)
         if problem:
             problems.append("%s: %s" % (component, problem))
     if not problems:

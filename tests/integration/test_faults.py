@@ -14,6 +14,8 @@ In order, on one cluster (each test leaves the lab converged for the next):
 6. kube-controller-manager and kube-scheduler gone (as after a pause longer than their lease): the lab's
    preflight and the rbac playbook refuse at once, naming both and `make cluster`; the cluster playbook
    restarts them and the lab runs again.
+7. kube-controller-manager killed just before the cluster playbook runs (its Lease still fresh): the playbook
+   returns only once the restarted one holds the Lease, so the next run's preflight finds it running.
 """
 from __future__ import annotations
 
@@ -245,3 +247,18 @@ def test_dead_controller_manager_and_scheduler_are_named_before_anything_waits_o
     assert up.returncode == 0, tail(up) + cluster.diagnose()
     again = playbook("playbooks/lab.yml", cluster.lab_vars(root), extra_args=("--tags", "step1"))
     assert again.returncode == 0, tail(again)
+
+
+def test_cluster_playbook_returns_once_a_restarted_controller_manager_holds_its_lease(cluster):
+    leases = client.CoordinationV1Api(cluster.core.api_client)
+    before = leases.read_namespaced_lease("kube-controller-manager", "kube-system").spec
+    cluster.kill("kube-controller-manager")
+    started = datetime.datetime.now(datetime.timezone.utc)
+    # The dead one's Lease is at most 2 s old here: within its 15 s duration, yet nobody renews it, and the restarted
+    # kube-controller-manager waits a whole duration before it takes it over.
+    assert (started - before.renew_time).total_seconds() < before.lease_duration_seconds
+    up = playbook("playbooks/cluster.yml", cluster_vars(cluster.name))
+    assert up.returncode == 0, tail(up) + cluster.diagnose()
+    after = leases.read_namespaced_lease("kube-controller-manager", "kube-system").spec
+    assert after.holder_identity != before.holder_identity, (before, after)
+    assert after.renew_time > started, (started, after)

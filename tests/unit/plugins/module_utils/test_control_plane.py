@@ -43,6 +43,19 @@ def test_missing_and_released_leases_are_reported():
     assert "kube-scheduler: its leader Lease has no holder" in message
 
 
+def test_since_counts_a_lease_renewed_before_it_as_stale():
+    # A lease 9 s old is within its duration, yet its holder may be a component that exits at its renew deadline, or
+    # one started again that waits a whole duration before it takes the Lease: only a renewal after `since` counts.
+    since = NOW - datetime.timedelta(seconds=3)
+    leases = [lease("kube-controller-manager", 9), lease("kube-scheduler", 1)]
+    assert lease_errors(leases, COMPONENTS, NOW, FIX) == []
+    (message,) = lease_errors(leases, COMPONENTS, NOW, FIX, since.strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+    assert "kube-controller-manager: its leader Lease was last renewed 9 s ago, before 2026-12-01T07:59:57+00:00" in message
+    assert "kube-scheduler" not in message.split("so it is not running")[0]
+    assert lease_errors(leases, COMPONENTS, NOW, FIX, "") == []
+    assert lease_errors([lease("kube-controller-manager", 2), lease("kube-scheduler", 1)], COMPONENTS, NOW, FIX, since) == []
+
+
 def test_now_may_be_a_string_and_micro_time_any_precision():
     stale = {"metadata": {"name": "kube-scheduler"},
              "spec": {"holderIdentity": "h", "leaseDurationSeconds": 15, "renewTime": "2026-12-01T07:59:00.1Z"}}
