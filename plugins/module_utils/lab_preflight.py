@@ -2,13 +2,13 @@
 # Copyright: contributors to the gpushare.k8s collection
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""The lab's checks before its first write: the data alone, the control plane, the data against the cluster.
+"""The lab's checks before its first write: its names, the data alone, the control plane, the data against the cluster.
 
-:func:`input_errors` validates every device-plugin config, node, Pod and the team's quota with the
-inventory model and says where the parameters disagree with each other; :func:`control_plane_errors`
-judges the kube-system leader Leases; :func:`cluster_errors` checks the mode and the inventory against
-what the cluster holds. :func:`run_preflight` reads the cluster once (GETs and LISTs, never a write)
-and runs the checks asked for. Every message names the inventory field and the fix. No Ansible import.
+The names check is :func:`inventory.lab_name_errors` (every namespace and object name the lab writes);
+:func:`input_errors` validates every device-plugin config, node, Pod and the team's quota with the inventory model
+and says where the parameters disagree with each other; :func:`control_plane_errors` judges the kube-system leader
+Leases; :func:`cluster_errors` checks the mode and the inventory against what the cluster holds. :func:`run_preflight`
+reads the cluster once (GETs and LISTs, never a write) and runs the checks asked for. Every message names the inventory field and the fix. No Ansible import.
 """
 
 from __future__ import annotations
@@ -42,10 +42,11 @@ except ImportError:  # loaded as plain modules, side by side
 
 __all__ = ["CHECKS", "PREFLIGHT_ARG_SPEC", "cluster_errors", "control_plane_errors", "input_errors", "run_preflight"]
 
-CHECKS = ("input", "control_plane", "cluster")
+CHECKS = ("names", "input", "control_plane", "cluster")
 
 PREFLIGHT_ARG_SPEC = dict(
     checks=dict(type="list", elements="str", choices=list(CHECKS), default=list(CHECKS)),
+    names=dict(type="dict", default={}),
     nodes=dict(type="list", elements="raw"),
     configs=dict(type="raw"),
     initial_configs=dict(type="list", elements="raw", default=[]),
@@ -161,7 +162,7 @@ def _failed(msg, **extra):
 
 
 def run_preflight(params, now=None):
-    """Run ``params["checks"]`` in order (input, control_plane, cluster); the task's result.
+    """Run ``params["checks"]`` in order (names, input, control_plane, cluster); the task's result.
 
     The first failing check ends the call: its messages joined, the field and the fix in each. Reads the
     credentials may not make (Leases, ClusterPolicies) are skipped with a warning, except the ClusterPolicy
@@ -171,6 +172,15 @@ def run_preflight(params, now=None):
     warnings = []
     result = dict(changed=False, checks=list(checks))
     quota_names = None
+    if "names" in checks:
+        try:
+            errors = _inv.lab_name_errors(params.get("names") or {})
+        except ValueError as exc:
+            return _failed(str(exc))
+        if errors:
+            return _failed(" ".join(errors))
+        if not set(checks) - {"names"}:
+            return dict(result, msg="Every name the lab writes is one Kubernetes accepts.")
     if "input" in checks or "cluster" in checks:
         try:
             errors, inventory, quota_names = input_errors(params)

@@ -13,6 +13,8 @@ author:
   - gpushare.k8s maintainers (@gpushare)
 description:
   - The checks of the role P(gpushare.k8s.lab_preflight#role), in one task, each failure naming the inventory field and the fix.
+  - V(names) checks every namespace and object name the lab writes (O(names)), before anything else, the way the filter
+    P(gpushare.k8s.lab_name_errors#filter) does. The lab runs it alone first, before anything is read or written.
   - V(input) validates every device-plugin config (step 7's included), every node with its config name or MIG layout,
     the Pods of steps 4 and 8 and the names the team's quota covers, with the collection's inventory model; then says
     where the parameters disagree (initial configs that are not configs, nodes with neither config nor MIG layout, split
@@ -35,11 +37,18 @@ attributes:
     support: full
 options:
   checks:
-    description: Which checks to run, always in the order V(input), V(control_plane), V(cluster).
+    description: Which checks to run, always in the order V(names), V(input), V(control_plane), V(cluster).
     type: list
     elements: str
-    choices: [input, control_plane, cluster]
-    default: [input, control_plane, cluster]
+    choices: [names, input, control_plane, cluster]
+    default: [names, input, control_plane, cluster]
+  names:
+    description:
+      - The lab's inventory fields that hold names, each field's name (C(gpushare_namespace), C(gpushare_team_pods),
+        C(gpushare_nodes) ...) mapped to its value, for the V(names) check; a field left out is not checked.
+      - A field that holds no name (a misspelt one) fails the task, naming the fields it knows.
+    type: dict
+    default: {}
   nodes:
     description:
       - The lab's nodes (C(gpushare_nodes)), each C({name, gpus, config} or {name, gpus, mig}).
@@ -125,6 +134,13 @@ seealso:
 """
 
 EXAMPLES = r"""
+- name: Check the names the lab writes before anything is read
+  gpushare.k8s.preflight_check:
+    checks: [names]
+    names:
+      gpushare_namespace: "{{ gpushare_namespace }}"
+      gpushare_team_pods: "{{ gpushare_team_pods }}"
+
 - name: Check the lab's data alone (no cluster needed)
   gpushare.k8s.preflight_check:
     checks: [input]
@@ -152,7 +168,7 @@ checks:
   returned: always
   type: list
   elements: str
-  sample: [input, control_plane, cluster]
+  sample: [names, input, control_plane, cluster]
 inventory:
   description: What each inventory node advertises, when the input was checked.
   returned: success and the input was checked

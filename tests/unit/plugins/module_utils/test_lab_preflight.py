@@ -87,6 +87,19 @@ def test_input_only_needs_no_cluster():
     assert result["msg"] == "The lab's parameters agree with each other."
 
 
+def test_names_are_checked_first_and_alone_need_no_cluster():
+    names = {"gpushare_namespace": "Bad_Name", "gpushare_team_pods": [{"name": "team-a-job-1"}]}
+    # checked before the input: a team that does not fill its quota is not reported yet
+    result = run_preflight(params(checks=["names", "input"], names=names, team_pods=[]))
+    assert result["failed"] and result["msg"].startswith("gpushare_namespace: 'Bad_Name' is not a DNS-1123 label"), result
+    assert "Fix: use a name such as gpu-share." in result["msg"]
+    result = run_preflight(params(checks=["names"], names=dict(names, gpushare_namespace="gpu-share"), kubeconfig="/nonexistent"))
+    assert not result.get("failed"), result
+    assert result["msg"] == "Every name the lab writes is one Kubernetes accepts."
+    result = run_preflight(params(checks=["names"], names={"gpushare_namespce": "gpu-share"}))
+    assert result["failed"] and "gpushare_namespce is not a field holding a name; use gpushare_device_plugin_configmap" in result["msg"]
+
+
 def test_cluster_errors_name_missing_nodes_unknown_config_labels_and_a_quota_shrink():
     p = params(initial_configs=[])
     quota = {"status": {"hard": {"requests.nvidia.com/gpu": "4"}, "used": {"requests.nvidia.com/gpu": "3"}}}
