@@ -97,6 +97,7 @@ _LAB_NAMES = (
     ("gpushare_split_pods", "pod", "each", "mig-job"),
     ("gpushare_placement", "pod", "each", "notebook"),
     ("gpushare_nodes", "name", "each", "lab-node-0"),
+    ("gpushare_dra_nodes", "name", "each", "dra-node-0"),
     ("gpushare_operator_namespace", "namespace", "value", "gpu-operator"),
     ("gpushare_operator_cluster_policy", "name", "value", "cluster-policy"),
     ("gpushare_operator_mig_parted_configmap", "name", "value", "gpushare-mig-parted-config"),

@@ -256,6 +256,12 @@ CASES.update({
         "message": "lab_cluster_bind_address: '0.0.0.0' is not a loopback address; the lab cluster's etcd serves without authentication "
                    "and its components trust whoever reaches them, so any other address would let anyone who can reach it read and "
                    "change every object. Fix: use 127.0.0.1 (or another address of 127.0.0.0/8, ::1 or localhost)"},
+    # a node name the API server would refuse, checked before the cluster is created (its kwokctl home stays empty)
+    "cluster-dra-node-name-not-a-subdomain": {
+        "playbook": "playbooks/cluster.yml",
+        "vars": {"gpushare_cluster_name": "gpushare-it-badnode", "gpushare_dra_nodes": [dict(DRA_NODES[0], name="DRA_Node_0")]},
+        "message": "gpushare_dra_nodes[0].name: 'DRA_Node_0' is not a DNS-1123 subdomain (at most 253 lower-case letters, digits, '-' "
+                   "and '.', each dot-separated part starting and ending with a letter or digit). Fix: use a name such as dra-node-0"},
 })
 CASES.update({"role-manifest-" + name: dict(role("manifest", {"manifest_content": text}, problem), fix=fix)
               for name, (text, problem, fix) in MANIFESTS.items()})

@@ -123,6 +123,8 @@ def test_the_labs_own_names_pass():
      "gpushare_placement[0].name: 'prod inference' is not a DNS-1123 label " + POD_RULE + ". Fix: use a name such as notebook."),
     ("gpushare_nodes", [{"name": "lab-node-0\n", "gpus": 2}],
      "gpushare_nodes[0].name: 'lab-node-0\\n' is not a DNS-1123 subdomain " + SUBDOMAIN_RULE + ". Fix: use a name such as lab-node-0."),
+    ("gpushare_dra_nodes", [{"name": "dra-node-0"}, {"name": "DRA-Node-1", "gpus": 1}],
+     "gpushare_dra_nodes[1].name: 'DRA-Node-1' is not a DNS-1123 subdomain " + SUBDOMAIN_RULE + ". Fix: use a name such as dra-node-0."),
     ("gpushare_operator_namespace", "kube-system",
      "gpushare_operator_namespace: namespace 'kube-system' belongs to the cluster (default and kube-* hold what every user and the "
      "control plane rely on; the lab sets its namespaces' Pod Security labels and runs its Pods and quota there). Fix: use a "
