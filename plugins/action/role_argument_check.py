@@ -10,7 +10,11 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
 from ansible_collections.gpushare.k8s.plugins.plugin_utils import role_arguments
-from ansible_collections.gpushare.k8s.plugins.plugin_utils.controller_action import plain
+from ansible_collections.gpushare.k8s.plugins.plugin_utils.controller_action import plain, warm_template_plugins
+
+# The arguments it checks are templated with the collection's filters: load them in the controller, before the forks,
+# so this task's worker and every later one inherit them (the first task of a play that is the collection's own).
+warm_template_plugins()
 
 ARGUMENT_SPEC = dict(
     roles=dict(type="list", elements="str", required=True),

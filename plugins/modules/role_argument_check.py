@@ -15,7 +15,8 @@ description:
   - For each role of O(roles), reads the role's options from the play's variables and checks them against the role's
     C(meta/argument_specs.yml), as ansible-core does at the start of each role; reports every error of every role at
     once, each naming the role, the variable and, when the play sets the variable from a template, that template.
-  - The lab playbook calls it once, before step 1, and imports those roles with O(ansible.builtin.import_role#module:rolespec_validate=false).
+  - The lab playbook calls it once, before step 1, and imports those roles with O(ansible.builtin.import_role#module:rolespec_validate=false)
+    (the configure-only playbook C(gpu_sharing.yml) does the same for its role).
     So a bad argument of step 8 is refused before step 1 writes anything, and the run spends one task on the checks
     instead of one per role. Roles imported any other way keep ansible-core's own check.
   - An action that runs in the controller; it reads the variables and the collection's files, and changes nothing.

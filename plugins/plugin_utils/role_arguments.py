@@ -13,6 +13,7 @@ they are.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -61,7 +62,8 @@ def errors(name, values, sources=None, entry_point="main"):
     result = ArgumentSpecValidator(options(short, entry_point)).validate(values)
     lines = []
     for message in result.error_messages:
-        named = [variable for variable in values if "'%s'" % variable in message]
+        # "argument 'x' is of type ...", "value of x must be one of ...": the variable as a whole word either way
+        named = [variable for variable in values if re.search(r"(?<![\w.])%s(?![\w.])" % re.escape(variable), message)]
         where = "".join(" (%s is %s)" % (variable, sources[variable]) for variable in named if variable in (sources or {}))
         lines.append("%s.%s: %s%s" % (COLLECTION, short, message, where))
     return lines

@@ -52,6 +52,15 @@ def test_a_wrong_type_names_the_role_the_variable_and_where_its_value_came_from(
                      " (quota_coverage_namespaces is {{ gpushare_quota_coverage_namespaces }})"]
 
 
+def test_a_value_outside_the_choices_names_where_it_came_from_too():
+    lines = role_arguments.errors("gpu_sharing", {"gpu_sharing_mig_strategy": "bogus", "gpu_sharing_mig_timeout": 1200,
+                                                  "gpu_sharing_configs": {"default": {"version": "v1"}}},
+                                  {"gpu_sharing_mig_strategy": "{{ gpushare_operator_mig_strategy | default('mixed') }}",
+                                   "gpu_sharing_mig_timeout": "{{ gpushare_operator_mig_timeout | default(1200) }}"})
+    assert lines == ["gpushare.k8s.gpu_sharing: value of gpu_sharing_mig_strategy must be one of: single, mixed, got: bogus"
+                     " (gpu_sharing_mig_strategy is {{ gpushare_operator_mig_strategy | default('mixed') }})"]
+
+
 def test_every_error_of_a_role_is_reported_and_good_values_pass():
     assert role_arguments.errors("team_quota", {"team_quota_gpus": 2, "team_quota_name": "gpu-quota"}) == []
     lines = role_arguments.errors("team_quota", {"team_quota_gpus": "four", "team_quota_pods": "not a list of dicts"})
