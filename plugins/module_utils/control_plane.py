@@ -56,10 +56,11 @@ def _lease_problem(lease, now, since=None):
     if not renewed:
         return "its leader Lease was never renewed"
     duration = spec.get("leaseDurationSeconds") or 15
-    age = (now - parse_time(renewed)).total_seconds()
+    renewed = parse_time(renewed)
+    age = (now - renewed).total_seconds()
     if age > duration:
         return "its leader Lease was last renewed %d s ago, longer than its %d s duration" % (age, duration)
-    if since is not None and parse_time(renewed) < since:
+    if since is not None and renewed < since:
         return "its leader Lease was last renewed %d s ago, before %s" % (age, since.isoformat())
     return None
 

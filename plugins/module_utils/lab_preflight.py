@@ -8,7 +8,8 @@ The names check is :func:`inventory.lab_name_errors` (every namespace and object
 :func:`input_errors` validates every device-plugin config, node, Pod and the team's quota with the inventory model
 and says where the parameters disagree with each other; :func:`control_plane_errors` judges the kube-system leader
 Leases; :func:`cluster_errors` checks the mode and the inventory against what the cluster holds. :func:`run_preflight`
-reads the cluster once (GETs and LISTs, never a write) and runs the checks asked for. Every message names the inventory field and the fix. No Ansible import.
+reads the cluster once (GETs and LISTs, never a write) and runs the checks asked for. Every message names the
+inventory field and the fix. No Ansible import.
 """
 
 from __future__ import annotations
