@@ -10,11 +10,11 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpushare.k8s.plugins.filter.gpushare import node_gpu_resources
 from ansible_collections.gpushare.k8s.plugins.module_utils import device_plugin as _dp
-from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_features as _features
 from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_operator as _op
-from ansible_collections.gpushare.k8s.plugins.module_utils import mig as _mig
+from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
 
-_ERRORS = (_dp.ConfigError, _features.FeatureError, _mig.MigError, _op.OperatorError, _op.LayoutError)
+# The collection's own refusals (bad input: the node model's, a config's, a MIG layout's; a layout mig-parted lacks).
+_ERRORS = (InputError, _op.LayoutError)
 
 
 def _configs(configs):

@@ -38,17 +38,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 try:
     from . import gpu_names as _names
+    from . import gpu_node as _node
     from . import gpu_products as _products
     from . import mig as _mig
     from .errors import ApiCallError, GpushareError, InputError, is_int as _is_int
-    from .gpu_features import gpu_memory_mib
     from .quantity import parse_quantity
 except ImportError:  # loaded as plain modules, next to each other
     import gpu_names as _names  # type: ignore[no-redef]
+    import gpu_node as _node  # type: ignore[no-redef]
     import gpu_products as _products  # type: ignore[no-redef]
     import mig as _mig  # type: ignore[no-redef]
     from errors import ApiCallError, GpushareError, InputError, is_int as _is_int  # type: ignore[no-redef]
-    from gpu_features import gpu_memory_mib  # type: ignore[no-redef]
     from quantity import parse_quantity  # type: ignore[no-redef]
 
 
@@ -96,7 +96,6 @@ SIMULATED_DRIVER_VERSION = "580.82.7"
 SIMULATED_CUDA_DRIVER_VERSION = "13.0.0"
 
 _DNS_SUBDOMAIN_RE = _names.DNS_SUBDOMAIN_RE
-_NODE_KEYS = ("name", "gpus", "product", "mig", "shared")
 _QUANTITY_KEYS = frozenset(("value", "default", "min", "max", "step"))
 _BINARY = (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10))
 
@@ -131,56 +130,16 @@ def _path(where, field):
 
 
 def normalize_nodes(nodes, default_product=None, where="nodes"):
-    """Validate the DRA nodes of the inventory; return ``[{name, gpus, product, sharing, replicas}]``.
+    """The DRA nodes of the inventory, read by the one node model (:func:`gpu_node.read_nodes`, the DRA track), as
+    ``[{name, gpus, product, canonical, memory_mib, sharing, replicas}]``.
 
     Each entry is ``{name, gpus, product?, mig?: true, shared?: {replicas: n}}``: ``mig`` makes every GPU
     partitionable into the product's MIG profiles, ``shared`` lets ``replicas`` claims share each GPU,
     neither gives whole GPUs. ``product`` defaults to ``default_product``. Every problem names its field.
     """
-    if not isinstance(nodes, (list, tuple)):
-        raise DraError(where, "must be a list of nodes, got %s" % type(nodes).__name__, "write e.g. [{name: dra-node-0, gpus: 2}]")
-    result = []
-    seen = set()
-    for index, node in enumerate(nodes):
-        here = "%s[%d]" % (where, index)
-        if not isinstance(node, dict):
-            raise DraError(here, "must be a mapping, got %s" % type(node).__name__, "write e.g. {name: dra-node-0, gpus: 2}")
-        name = node.get("name")
-        if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN_RE.fullmatch(name):
-            raise DraError(_path(here, "name"), "%r is not a node name" % (name,), "use the kwok node's name, a DNS subdomain such as dra-node-0")
-        here = name
-        unknown = sorted(str(key) for key in node if key not in _NODE_KEYS)
-        if unknown:
-            raise DraError(here, "unknown key(s) %s" % ", ".join(unknown), "use only %s" % ", ".join(_NODE_KEYS))
-        if name in seen:
-            raise DraError(here, "is listed twice", "list each DRA node once")
-        seen.add(name)
-        gpus = node.get("gpus")
-        if not _is_int(gpus) or not 1 <= gpus <= 64:
-            raise DraError(_path(here, "gpus"), "must be the node's physical GPU count (1 to 64), got %r" % (gpus,), "give the GPU count, e.g. 2")
-        product = node.get("product", default_product)
-        canonical = _mig.canonical_product(product, here)
-        memory_mib = gpu_memory_mib(product, _path(here, "product"))
-        mig = node.get("mig", False)
-        shared = node.get("shared")
-        if not isinstance(mig, bool):
-            raise DraError(_path(here, "mig"), "must be true or false, got %r" % (mig,), "write mig: true for a MIG node")
-        if mig and shared is not None:
-            raise DraError(here, "sets both mig and shared", "keep one: a GPU is either partitioned (mig) or shared by several claims (shared)")
-        replicas = None
-        if shared is not None:
-            if not isinstance(shared, dict) or set(shared) != {"replicas"}:
-                raise DraError(_path(here, "shared"), "must be {replicas: n}, got %r" % (shared,), "write shared: {replicas: 4}")
-            replicas = shared["replicas"]
-            if not _is_int(replicas) or not 2 <= replicas <= 64:
-                raise DraError(_path(here, "shared.replicas"), "must be an integer from 2 to 64, got %r" % (replicas,),
-                               "give how many claims share one GPU, e.g. 4 (the time-slicing config's replicas)")
-            if (memory_mib * 2 ** 20) // replicas < 2 ** 20:
-                raise DraError(_path(here, "shared.replicas"), "%d shares leave less than 1Mi of memory each" % replicas, "use fewer replicas")
-        sharing = "mig" if mig else ("shared" if shared is not None else "whole")
-        result.append({"name": name, "gpus": gpus, "product": str(product), "canonical": canonical, "memory_mib": memory_mib,
-                       "sharing": sharing, "replicas": replicas})
-    return result
+    return [{"name": node.name, "gpus": node.gpus, "product": node.product, "canonical": node.canonical, "memory_mib": node.memory_mib,
+             "sharing": node.sharing, "replicas": node.replicas}
+            for node in _node.read_nodes(nodes, _node.DRA, default_product=default_product, field=where)]
 
 
 def check_driver(driver):

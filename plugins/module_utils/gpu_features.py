@@ -39,11 +39,13 @@ import re
 
 try:
     from . import device_plugin as _dp
+    from . import gpu_node as _node
     from . import gpu_products as _products
     from . import mig as _mig
     from .errors import InputError, is_int as _is_int
 except ImportError:  # loaded as plain modules, next to each other
     import device_plugin as _dp  # type: ignore[no-redef]
+    import gpu_node as _node  # type: ignore[no-redef]
     import gpu_products as _products  # type: ignore[no-redef]
     import mig as _mig  # type: ignore[no-redef]
     from errors import InputError, is_int as _is_int  # type: ignore[no-redef]
@@ -59,7 +61,6 @@ __all__ = [
     "is_managed_label",
     "label_patch",
     "memory_products",
-    "node_gpu_count",
 ]
 
 GPU = "nvidia.com/gpu."
@@ -98,14 +99,8 @@ def memory_products():
 
 
 def _canonical(product, where):
-    """Canonical product name (:mod:`gpu_products`), or FeatureError naming the known products."""
-    fix = "use one of %s (the NVIDIA- prefix is optional), e.g. NVIDIA-A100-SXM4-80GB" % ", ".join(memory_products())
-    if not isinstance(product, str) or not product.strip():
-        raise FeatureError(where, "must be a GPU product name, got %r" % (product,), fix)
-    name = _products.canonical(product)
-    if name is None:
-        raise FeatureError(where, "no memory size known for product %r" % (product,), fix)
-    return name
+    """Canonical product name, read as the node model reads a node's product (:func:`gpu_node.product_name`)."""
+    return _node.product_name(product, where)
 
 
 def gpu_memory_mib(product, where="product"):
@@ -204,45 +199,12 @@ def _replicated_gpu(config):
     return _dp.STRATEGY_NONE, 1, False
 
 
-def node_gpu_count(node, where):
-    """An inventory node's ``gpus``, its physical GPU count (0 for a node without GPUs): the one check of it, for the
-    advertised resources (inventory.node_gpu_resources) and GFD's labels alike."""
-    gpus = node.get("gpus")
-    if not _is_int(gpus) or gpus < 0:
-        raise FeatureError("%s.gpus" % where, "must be a non-negative integer, got %r" % (gpus,), "give the node's physical GPU count, e.g. gpus: 2")
-    return gpus
-
-
 def _check_node(node):
     if not isinstance(node, dict):
         raise FeatureError("node", "must be a mapping with name and gpus", "write e.g. {name: lab-node-0, gpus: 2, config: default}")
     # The node's keys, config and MIG layout are validated by node_gpu_resources (gpushare filters).
     where = str(node.get("name") or "node")
-    return where, node_gpu_count(node, where)
-
-
-def check_product(node, where=None):
-    """Validate a node's optional ``product``: a known product and, on a MIG node, the same as ``mig.product``."""
-    where = where or str(node.get("name") or "node")
-    product = node.get("product")
-    if product is None:
-        return None
-    if isinstance(product, str):
-        _label_value(product, "%s.product" % where)
-    canonical = _canonical(product, "%s.product" % where)
-    mig = node.get("mig")
-    if isinstance(mig, dict) and mig.get("product") is not None:
-        try:
-            mig_canonical = _mig.canonical_product(mig["product"])
-        except _mig.MigError:
-            mig_canonical = None
-        if mig_canonical != canonical:
-            raise FeatureError(
-                "%s.product" % where,
-                "%r differs from mig.product %r (a MIG node's GPUs are the product it partitions)" % (product, mig["product"]),
-                "drop product on a MIG node, or make it the same as mig.product",
-            )
-    return str(product)
+    return where, _node.read_gpus(node, where)
 
 
 def feature_labels(node, advertised, config=None, default_product=None, mig_strategy=None, mig_single=None):
@@ -262,7 +224,7 @@ def feature_labels(node, advertised, config=None, default_product=None, mig_stra
     A node with no GPU gets no label.
     """
     where, gpus = _check_node(node)
-    check_product(node, where)
+    _node.read_product(node, where)
     if not isinstance(advertised, dict):
         raise FeatureError("%s: advertised" % where, "must be a mapping of resource name to count", "pass what node_gpu_resources returns for the node")
     if gpus == 0:

@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
 try:
     from . import device_plugin as _dp
     from . import gpu_features as _features
+    from . import gpu_node as _node
     from . import gpu_operator as _operator
     from . import mig as _mig
     from .errors import InputError, is_int as _is_int
@@ -30,6 +31,7 @@ try:
 except ImportError:  # loaded as plain modules, side by side
     import device_plugin as _dp  # type: ignore[no-redef]
     import gpu_features as _features  # type: ignore[no-redef]
+    import gpu_node as _node  # type: ignore[no-redef]
     import gpu_operator as _operator  # type: ignore[no-redef]
     import mig as _mig  # type: ignore[no-redef]
     from errors import InputError, is_int as _is_int  # type: ignore[no-redef]
@@ -102,7 +104,6 @@ _LAB_NAMES = (
     ("gpushare_operator_cluster_policy", "name", "value", "cluster-policy"),
     ("gpushare_operator_mig_parted_configmap", "name", "value", "gpushare-mig-parted-config"),
 )
-_NODE_KEYS = ("name", "gpus", "config", "mig", "product")
 _POD_KEYS = {"name", "resource", "count", "node_selector", "labels"}
 
 
@@ -277,37 +278,17 @@ def mig_spec(mig, where, node_gpus=None):
 
 
 def node_gpu_resources(node, configs=None):
-    """Everything one inventory node (``{name, gpus, config?|mig?}``) advertises; a MIG node advertises only MIG resources."""
-    if not isinstance(node, dict):
-        raise _dp.ConfigError("node", "must be a mapping with name and gpus", "write e.g. {name: lab-node-0, gpus: 2, config: default}")
-    where = str(node.get("name") or "node")
-    for key in node:
-        if key not in _NODE_KEYS:
-            raise _dp.ConfigError("%s.%s" % (where, key), "unknown key", "use only %s" % ", ".join(_NODE_KEYS))
-    _features.check_product(node, where)  # optional GPU product (gpu_feature_labels), same as mig.product on a MIG node
-    gpus = _features.node_gpu_count(node, where)
-    has_config = node.get("config") is not None
-    if has_config and node.get("mig") is not None:
-        raise _dp.ConfigError(
-            where,
-            "sets both config and mig",
-            "drop config for a MIG mixed-strategy node (it advertises nvidia.com/mig-* resources), or drop mig",
-        )
-    if node.get("mig") is not None:
-        return mig_spec(node["mig"], "%s.mig" % where, node_gpus=gpus)
-    if not has_config:
-        return {_dp.DEFAULT_RESOURCE: gpus}
-    name = node["config"]
-    configs = configs or {}
-    if not isinstance(configs, dict) or name not in configs:
-        known = ", ".join(sorted(str(key) for key in configs)) if isinstance(configs, dict) else ""
-        raise _dp.ConfigError(
-            "%s.config" % where,
-            "names config %r, which is not among the device-plugin configs (%s); the plugin's config manager crash-loops on such a label"
-            % (name, known or "none given"),
-            "use one of the configured names or add the config",
-        )
-    return _dp.advertised_resources(config(configs[name], str(name)), gpus)
+    """Everything one inventory node (``{name, gpus, config?|mig?}``) advertises; a MIG node advertises only MIG resources.
+
+    The node is read by the one node model (:func:`gpu_node.read_node`, the device-plugin track); a ``config`` must name
+    one of ``configs``."""
+    model = _node.read_node(node, _node.DEVICE_PLUGIN, configs or {})
+    if model.sharing == "mig":
+        spec = model.mig
+        return _mig.mig_resources(spec["product"], spec["profile"], spec["gpus"], spec["count"], where="%s.mig" % (node.get("name") or "node"))
+    if model.sharing == "whole":
+        return {_dp.DEFAULT_RESOURCE: model.gpus}
+    return _dp.advertised_resources(config(configs[model.config], str(model.config)), model.gpus)
 
 
 def gpu_inventory(nodes, configs=None):

@@ -80,7 +80,7 @@ def test_normalize_nodes_reads_each_kind():
     ([{"name": "n", "gpus": 1, "mig": True, "shared": {"replicas": 2}}], "n: sets both mig and shared"),
     ([{"name": "n", "gpus": 1, "shared": {"replicas": 1}}], "n.shared.replicas: must be an integer from 2 to 64, got 1"),
     ([{"name": "n", "gpus": 1, "shared": 4}], "n.shared: must be {replicas: n}"),
-    ([{"name": "n", "gpus": 1, "product": "T4"}], "n.product: no MIG geometry known for product 'T4'"),
+    ([{"name": "n", "gpus": 1, "product": "T4"}], "n.product: no memory size known for product 'T4'"),
     ([{"name": "n", "gpus": 1, "color": "red"}], "n: unknown key(s) color"),
     ([{"name": "n", "gpus": 1}, {"name": "n", "gpus": 2}], "n: is listed twice"),
 ])

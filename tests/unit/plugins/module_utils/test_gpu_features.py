@@ -8,10 +8,11 @@ import re
 
 import pytest
 
+from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
+from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_node import read_product
 from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_features import (
     MANAGED_LABELS,
     FeatureError,
-    check_product,
     feature_labels,
     gpu_memory_mib,
     family as gpu_family,
@@ -233,8 +234,8 @@ def test_node_without_gpus_gets_no_label():
 
 
 def test_matching_product_on_mig_node_is_accepted():
-    assert check_product(dict(MIG_NODE, product="A100-SXM4-80GB")) == "A100-SXM4-80GB"
-    assert check_product({"name": "n", "gpus": 1}) is None
+    assert read_product(dict(MIG_NODE, product="A100-SXM4-80GB"), "n") == ("A100-SXM4-80GB", "A100-SXM4-80GB")
+    assert read_product({"name": "n", "gpus": 1}, "n") == (None, None)
 
 
 # The labels gpu-feature-discovery sets that this model writes, listed by hand from GFD's documentation (and held to
@@ -369,7 +370,7 @@ def test_label_patch_removes_stale_managed_labels_only():
          "bool-gpus", "node-not-mapping", "advertised-not-mapping", "bad-config", "mig-without-product"],
 )
 def test_bad_input(args, message):
-    with pytest.raises(FeatureError) as info:
+    with pytest.raises(InputError) as info:  # FeatureError, or the node model's NodeError for the node's own fields
         feature_labels(*args)
     assert str(info.value) == message
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.gpushare.k8s.plugins.module_utils import device_plugin, dra, gpu_features, gpu_operator, mig, node_status
-from ansible_collections.gpushare.k8s.plugins.module_utils import quota_coverage
+from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_node, quota_coverage
 from ansible_collections.gpushare.k8s.plugins.module_utils.inventory import check_config_name
 
 
@@ -31,8 +31,8 @@ def test_extended_resource_names_of_a_quota():
 
 
 def test_gpu_feature_label_values_and_managed_label_keys():
-    assert gpu_features.check_product({"name": "n", "product": "NVIDIA-A100-SXM4-80GB"}) is not None
-    assert refused(lambda: gpu_features.check_product({"name": "n", "product": "NVIDIA-A100-SXM4-80GB\n"})) == (
+    assert gpu_node.read_product({"name": "n", "product": "NVIDIA-A100-SXM4-80GB"}, "n") == ("NVIDIA-A100-SXM4-80GB", "A100-SXM4-80GB")
+    assert refused(lambda: gpu_node.read_product({"name": "n", "product": "NVIDIA-A100-SXM4-80GB\n"}, "n")) == (
         "n.product: 'NVIDIA-A100-SXM4-80GB\\n' is not a valid label value (at most 63 letters, digits, '-', '_' or '.', starting "
         "and ending with a letter or digit). Fix: write the product as gpu-feature-discovery does, spaces replaced by '-', e.g. "
         "NVIDIA-A100-SXM4-80GB")
