@@ -7,8 +7,12 @@ configuration, the kubernetes client the collection's action plugins import); th
 ansible-playbook script does up to ``main()``: it imports ``ansible.cli.playbook`` (and the kubernetes client) once,
 with the environment and working directory of the run, and then forks a child per run that sets ``sys.argv``,
 points stdin at /dev/null and stdout/stderr at files, and ends with ``sys.exit(main())``, the script's last line.
-Everything of the collection (its plugins, module_utils, the playbook, inventory, templates) is loaded in the child,
-as in a cold run; the child exits through the interpreter's normal shutdown (atexit handlers run). The server freezes
+The server also imports the collection's own Python that every run's controller imports (module_utils and
+plugin_utils, about 0.3 s of CPU per lab run: ansible-core's collection loader compiles them from source each time),
+through ansible-core's collection loader, configured from the same settings and removed again before any run, so
+the run configures its own and finds them imported. Everything else of the collection (its plugins, the playbook,
+inventory, templates) is loaded in the child, as in a cold run; the child exits through the interpreter's normal
+shutdown (atexit handlers run). The server freezes
 what it imported (gc.freeze) before forking: without it, each child's garbage collections and exit write to every
 inherited object and copy the server's memory page by page, which cost about as much as the imports saved.
 
@@ -49,6 +53,26 @@ reply = os.fdopen(int(sys.argv[1]), "w", buffering=1)
 from ansible.cli.playbook import main  # what the ansible-playbook script imports
 import kubernetes.client, kubernetes.config, kubernetes.dynamic  # what the collection's action plugins import
 from ansible.utils.display import Display, _synchronize_textiowrapper
+# The collection's Python every run imports in its controller (module_utils, plugin_utils), imported through
+# ansible-core's collection loader configured as the run configures it, which is then removed again: the run
+# configures its own, and finds these modules already imported (as ansible-core's plugin loader finds any module
+# it has imported once). Not its plugins: importing an action plugin already does work in the controller.
+import importlib, pkgutil
+from ansible.plugins.loader import init_plugin_loader, _on_collection_load_handler
+from ansible.utils.collection_loader import AnsibleCollectionConfig
+from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
+init_plugin_loader()
+try:
+    for package in ("module_utils", "plugin_utils"):
+        try:
+            package = importlib.import_module("ansible_collections.gpushare.k8s.plugins." + package)
+        except ModuleNotFoundError:  # not on this environment's collections path: the run says so itself
+            break
+        for module in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(package.__name__ + "." + module.name)
+finally:
+    _AnsibleCollectionFinder._remove()
+    AnsibleCollectionConfig.on_collection_load -= _on_collection_load_handler
 null = os.open(os.devnull, os.O_RDWR)  # after the imports: an import error reaches pytest's output
 requests = os.fdopen(os.dup(0), "r")
 for fd in (0, 1, 2):
