@@ -39,12 +39,14 @@ import re
 
 try:
     from . import device_plugin as _dp
+    from . import gpu_names as _names
     from . import gpu_node as _node
     from . import gpu_products as _products
     from . import mig as _mig
     from .errors import InputError, is_int as _is_int
 except ImportError:  # loaded as plain modules, next to each other
     import device_plugin as _dp  # type: ignore[no-redef]
+    import gpu_names as _names  # type: ignore[no-redef]
     import gpu_node as _node  # type: ignore[no-redef]
     import gpu_products as _products  # type: ignore[no-redef]
     import mig as _mig  # type: ignore[no-redef]
@@ -64,7 +66,7 @@ __all__ = [
 ]
 
 GPU = "nvidia.com/gpu."
-MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+MIG_STRATEGY_LABEL = _names.MIG_STRATEGY_LABEL
 MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
 MPS_CAPABLE_LABEL = "nvidia.com/mps.capable"
 SHARED_SUFFIX = "-SHARED"

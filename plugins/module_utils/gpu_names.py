@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 __all__ = ["PREFIX", "GPU_RESOURCE", "CONFIG_LABEL", "MIG_CONFIG_LABEL", "MIG_STATE_LABEL", "PRODUCT_LABEL", "MIG_STRATEGY_LABEL",
-           "OPERATOR_OWNED_LABELS", "KWOK_NODE_ANNOTATION", "HARDWARE_GPUS_ANNOTATION", "HARDWARE_PRODUCT_ANNOTATION",
+           "COUNT_LABEL", "PRESENT_LABEL", "OPERATOR_OWNED_LABELS", "KWOK_NODE_ANNOTATION", "HARDWARE_GPUS_ANNOTATION", "HARDWARE_PRODUCT_ANNOTATION",
            "DNS_LABEL_RE", "DNS_SUBDOMAIN_RE"]
 
 # NVIDIA's prefix of every label GFD writes and every resource the device plugin advertises.
@@ -29,6 +29,9 @@ MIG_STATE_LABEL = "nvidia.com/mig.config.state"
 # GFD's product label (``-SHARED`` appended under a shared config) and its MIG strategy label.
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+# GFD's count of a node's GPUs, and the label the GPU Operator's node feature rules put on a node with NVIDIA GPUs.
+COUNT_LABEL = "nvidia.com/gpu.count"
+PRESENT_LABEL = "nvidia.com/gpu.present"
 # The labels the configure-only role writes on a GPU Operator cluster (and its undo gives back).
 OPERATOR_OWNED_LABELS = (CONFIG_LABEL, MIG_CONFIG_LABEL, MIG_STATE_LABEL)
 # kwok's annotation on the nodes it fakes (the lab cluster's GPU nodes).

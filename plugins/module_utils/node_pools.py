@@ -31,9 +31,9 @@ POOL_KEYS = ("name", "selector", "config", "mig")
 MIG_KEYS = ("profile", "gpus", "layout")
 HARDWARE_GPUS_ANNOTATION = _names.HARDWARE_GPUS_ANNOTATION
 HARDWARE_PRODUCT_ANNOTATION = _names.HARDWARE_PRODUCT_ANNOTATION
-GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+GPU_COUNT_LABEL = _names.COUNT_LABEL
 GPU_PRODUCT_LABEL = _names.PRODUCT_LABEL
-GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+GPU_PRESENT_LABEL = _names.PRESENT_LABEL
 
 _NAME_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _PREFIX_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
