@@ -282,24 +282,24 @@ def node_gpu_resources(node, configs=None):
 
     The node is read by the one node model (:func:`gpu_node.read_node`, the device-plugin track); a ``config`` must name
     one of ``configs``."""
-    model = _node.read_node(node, _node.DEVICE_PLUGIN, configs or {})
+    return _advertised(_node.read_node(node, _node.DEVICE_PLUGIN, configs or {}), configs)
+
+
+def _advertised(model, configs):
+    """What a device-plugin node of the model (:class:`gpu_node.GpuNode`) advertises."""
     if model.sharing == "mig":
         spec = model.mig
-        return _mig.mig_resources(spec["product"], spec["profile"], spec["gpus"], spec["count"], where="%s.mig" % (node.get("name") or "node"))
+        return _mig.mig_resources(spec["product"], spec["profile"], spec["gpus"], spec["count"], where="%s.mig" % (model.name or "node"))
     if model.sharing == "whole":
         return {_dp.DEFAULT_RESOURCE: model.gpus}
     return _dp.advertised_resources(config(configs[model.config], str(model.config)), model.gpus)
 
 
 def gpu_inventory(nodes, configs=None):
-    """``{node name: {resource: count}}``: what every inventory node advertises."""
+    """``{node name: {resource: count}}``: what every inventory node advertises (a node listed twice is refused)."""
     if not isinstance(nodes, (list, tuple)):
         raise ValueError("gpu_inventory: expected the list of inventory nodes ({name, gpus, config|mig})")
-    inventory = {}
-    for node in nodes:
-        resources = node_gpu_resources(node, configs)  # first: it says what is wrong with a node that is not a mapping
-        inventory[str(node.get("name"))] = resources
-    return inventory
+    return {str(model.name): _advertised(model, configs) for model in _node.read_nodes(nodes, _node.DEVICE_PLUGIN, configs or {}, field="nodes")}
 
 
 def node_entries(nodes, configs=None, config_label=CONFIG_LABEL, mig_strategy="mixed", mode="advertise"):

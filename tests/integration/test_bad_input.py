@@ -133,6 +133,8 @@ CASES = {
                                      "to 7 per GPU, or another profile (" + PROFILES + ")"),
     "node-gpus-four": lab(nodes(0, gpus="four"), "lab-node-0.gpus: must be a non-negative integer, got 'four'. Fix: give the node's "
                                                  "physical GPU count, e.g. gpus: 2"),
+    "node-listed-twice": lab({"gpushare_nodes": NODES + [dict(NODES[0], config="shared")]},
+                             "lab-node-0: is listed twice. Fix: list each node once"),
     "missing-node": lab({"gpushare_nodes": NODES + [{"name": "lab-node-9", "gpus": 2, "config": "default"}]},
                         "gpushare_nodes: node lab-node-9 does not exist in the cluster (it has %s). Fix: create it (playbooks/cluster.yml "
                         "creates the lab cluster's nodes) or remove it from gpushare_nodes; nothing was written" % CLUSTER_NODES),

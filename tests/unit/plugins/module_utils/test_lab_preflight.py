@@ -109,3 +109,10 @@ def test_cluster_errors_name_missing_nodes_unknown_config_labels_and_a_quota_shr
     assert any("team_quota_allow_shrink" in error for error in errors), errors
     assert cluster_errors(dict(p, allow_quota_shrink=True, initial_configs=["default", "shared"]), ["nvidia.com/gpu"],
                           [cluster_node(n["name"]) for n in p["nodes"]], None, quota) == []
+
+
+def test_a_node_listed_twice_is_refused_not_collapsed_into_its_last_entry():
+    nodes = copy.deepcopy(LAB["gpushare_nodes"])
+    nodes.append(dict(nodes[0], config=nodes[1]["config"]))
+    result = run_preflight(params(checks=["input"], nodes=nodes))
+    assert result["failed"] and result["msg"] == "%s: is listed twice. Fix: list each node once" % nodes[0]["name"]
