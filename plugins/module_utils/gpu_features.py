@@ -88,7 +88,6 @@ FAMILIES = {1: "tesla", 2: "fermi", 3: "kepler", 5: "maxwell", 6: "pascal", 7: (
             9: "hopper", 10: "blackwell", 12: "blackwell"}
 _MIG_SUFFIXES = ("count", "replicas", "sharing-strategy", "product", "memory") + tuple(suffix for suffix, _where, _key in MIG_ATTRIBUTES)
 _MIG_LABEL_RE = re.compile(r"^nvidia\.com/mig-[0-9]+g\.[0-9]+gb(\.me)?\.(%s)$" % "|".join(re.escape(suffix) for suffix in _MIG_SUFFIXES))
-_LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
 
 class FeatureError(InputError):
@@ -171,13 +170,7 @@ def _single_strategy_labels(product, mig_single, mig_strategy, config, where):
 
 
 def _label_value(value, where):
-    if len(value) > 63 or not _LABEL_VALUE_RE.fullmatch(value):
-        raise FeatureError(
-            where,
-            "%r is not a valid label value (at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)" % value,
-            "write the product as gpu-feature-discovery does, spaces replaced by '-', e.g. NVIDIA-A100-SXM4-80GB",
-        )
-    return value
+    return _node.product_label(value, where, FeatureError)
 
 
 def _profile_of(resource):

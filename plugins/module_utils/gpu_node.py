@@ -26,22 +26,21 @@ import.
 
 from __future__ import annotations
 
-import re
 from collections import namedtuple
 
 try:
     from . import gpu_products as _products
     from . import mig as _mig
     from .errors import InputError, is_int as _is_int
-    from .gpu_names import DNS_SUBDOMAIN_RE
+    from .gpu_names import DNS_SUBDOMAIN_RE, LABEL_VALUE_RE
 except ImportError:  # loaded as plain modules, next to each other
     import gpu_products as _products  # type: ignore[no-redef]
     import mig as _mig  # type: ignore[no-redef]
     from errors import InputError, is_int as _is_int  # type: ignore[no-redef]
-    from gpu_names import DNS_SUBDOMAIN_RE  # type: ignore[no-redef]
+    from gpu_names import DNS_SUBDOMAIN_RE, LABEL_VALUE_RE  # type: ignore[no-redef]
 
 
-__all__ = ["DEVICE_PLUGIN", "DRA", "KEYS", "GpuNode", "NodeError", "product_name", "read_gpus", "read_node", "read_nodes", "read_product"]
+__all__ = ["DEVICE_PLUGIN", "DRA", "KEYS", "GpuNode", "NodeError", "product_label", "product_name", "read_gpus", "read_node", "read_nodes", "read_product"]
 
 DEVICE_PLUGIN = "device-plugin"
 DRA = "dra"
@@ -52,7 +51,6 @@ KEYS = {DEVICE_PLUGIN: ("name", "gpus", "config", "mig", "product"), DRA: ("name
 DRA_GPUS = (1, 64)
 # Claims sharing one GPU of a DRA node.
 DRA_REPLICAS = (2, 64)
-_LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
 
 class NodeError(InputError):
@@ -97,6 +95,18 @@ def product_name(product, where):
     return name
 
 
+def product_label(value, where, error=NodeError):
+    """``value``, a product as GFD's labels carry it (``gpu.product``, ``mig-<profile>.product``), or ``error`` if it is
+    not a label value."""
+    if len(value) > 63 or not LABEL_VALUE_RE.fullmatch(value):
+        raise error(
+            where,
+            "%r is not a valid label value (at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)" % value,
+            "write the product as gpu-feature-discovery does, spaces replaced by '-', e.g. NVIDIA-A100-SXM4-80GB",
+        )
+    return value
+
+
 def read_product(node, where, default=None):
     """``(product, canonical)`` of a node: its ``product`` (else ``default``) as written and its name in NVIDIA's tables,
     ``(None, None)`` when neither is given. A product is a valid label value (GFD's ``gpu.product`` carries it) and a
@@ -106,12 +116,8 @@ def read_product(node, where, default=None):
         if default is None:
             return None, None
         return str(default), product_name(default, _path(where, "product"))
-    if isinstance(product, str) and (len(product) > 63 or not _LABEL_VALUE_RE.fullmatch(product)):
-        raise NodeError(
-            _path(where, "product"),
-            "%r is not a valid label value (at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)" % product,
-            "write the product as gpu-feature-discovery does, spaces replaced by '-', e.g. NVIDIA-A100-SXM4-80GB",
-        )
+    if isinstance(product, str):
+        product_label(product, _path(where, "product"))
     canonical = product_name(product, _path(where, "product"))
     mig = node.get("mig")
     if isinstance(mig, dict) and mig.get("product") is not None:
