@@ -40,8 +40,13 @@ cb_elapsed() {
   printf '%dm%02ds' $((s / 60)) $((s % 60))
 }
 
+# Killed, then waited for here: left to bash's asynchronous reaping, a later wait of the shell (the EXIT trap's rm)
+# could find the ticker's record gone and print "wait_for: No record of process" (bash 5.2, seen once in a CI rehearsal).
 cb_stop_heartbeat() {
-  [[ -z "$cb_ticker" ]] || kill "$cb_ticker" 2>/dev/null || true
+  if [[ -n "$cb_ticker" ]]; then
+    kill "$cb_ticker" 2>/dev/null || true
+    wait "$cb_ticker" 2>/dev/null || true
+  fi
   cb_ticker=
 }
 
