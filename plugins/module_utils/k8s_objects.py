@@ -22,9 +22,15 @@ No Ansible controller import: pytest reaches it directly.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import datetime
+import json
+import os
+import socket
 import time
 import traceback
+import uuid
 
 from ansible.module_utils.common.text.converters import to_native
 
@@ -41,6 +47,7 @@ try:
     from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
     from ansible_collections.kubernetes.core.plugins.module_utils.k8s.runner import get_definitions, perform_action
     from ansible_collections.kubernetes.core.plugins.module_utils.k8s.service import K8sService, decode_response
+    from kubernetes.dynamic.exceptions import ConflictError, NotFoundError
 except ImportError:
     HAS_KUBERNETES = False
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
@@ -53,15 +60,21 @@ else:
     KUBERNETES_IMPORT_ERROR = None
 
 try:
+    from .errors import GpushareError
     from .k8s_auth import AUTH_ARG_SPEC, K8sAuthError, build_api_client
 except ImportError:  # loaded as a plain module, next to k8s_auth.py
+    from errors import GpushareError  # type: ignore[no-redef]
     from k8s_auth import AUTH_ARG_SPEC, K8sAuthError, build_api_client  # type: ignore[no-redef]
 
 
 __all__ = [
+    "LOCK_ANNOTATION",
+    "LOCK_ARG_SPEC",
+    "LockError",
     "OBJECTS_ARG_SPEC",
     "OBJECTS_INFO_ARG_SPEC",
     "OBJECTS_MUTUALLY_EXCLUSIVE",
+    "held",
     "run_objects",
     "run_objects_info",
 ]
@@ -159,11 +172,20 @@ class _Module:
 
 
 # Seconds before each read that looks for an object another writer created. A 409 AlreadyExists means storage holds
-# it: one read. A quota refusal can come while the other writer's create is between its quota update and its
-# storage write: one request, milliseconds on a quiet machine, but more than 0.1 s on a saturated one (CI met it with
-# two lab runs at once: their team Pods), so reads follow for 0.85 s in all. A create refused for its own reason (a
-# quota that is really full, as the lab's step 5 proves) pays those 0.85 s, asleep.
-_RACE_WAITS = {"conflict": (0,), "quota": (0, 0.1, 0.25, 0.5), "other": (0,)}
+# it: one read. A quota refusal can come while the other writer's create is between its quota charge and its storage
+# write (milliseconds): a second read 0.1 s later. A create refused for its own reason (a quota that is really full,
+# as the lab's step 5 proves) pays those 0.1 s, asleep.
+_RACE_WAITS = {"conflict": (0,), "quota": (0, 0.1), "other": (0,)}
+
+
+# A quota refusal's message gives the quota's recorded use, which can be more than what exists: the API server charges
+# a quota at admission, before storage, and a create that storage then refuses (409: two writers created the same
+# object at once) stays charged until the quota controller recounts (kube-controller-manager's
+# --resource-quota-sync-period, 5 minutes by default). Measured on the lab cluster: one Pod, a second create of it
+# (409), and status.used counted 2.
+_PHANTOM_HINT = (" (if fewer objects exist than the quota's use says, a create that collided with another writer's is still counted: "
+                 "the quota controller recounts within its sync period, 5 minutes by default; writers that create the same objects "
+                 "under a quota should take turns, as gpushare.k8s.manifests' lock option does)")
 
 
 class _CreatedMeanwhile(Exception):
@@ -197,7 +219,8 @@ def _create_or_report_race(svc, resource, definition):
             if existing:
                 raise _CreatedMeanwhile("%s was created by another writer while this task created it" % (
                     definition["metadata"].get("name"),)) from exc
-        raise CoreException("Failed to create object: {0}".format(reason)) from exc
+        hint = _PHANTOM_HINT if kind == "quota" else ""
+        raise CoreException("Failed to create object: {0}{1}".format(reason, hint)) from exc
 
 
 class _DeletedMeanwhile(Exception):
@@ -230,6 +253,111 @@ def _service(params, check_mode, diff):
     svc.delete = lambda resource, definition, existing=None: _report_deletion_race(delete, resource, definition, existing)
     svc.update = lambda resource, definition, existing: _report_deletion_race(update, resource, definition, existing)
     return svc, module
+
+
+# The lock option of gpushare.k8s.manifests: an annotation on an object that exists.
+LOCK_ANNOTATION = "gpushare.k8s/writer"
+LOCK_ARG_SPEC = dict(
+    kind=dict(type="str", required=True),
+    api_version=dict(type="str", default="v1"),
+    name=dict(type="str", required=True),
+    namespace=dict(type="str", default=""),
+    seconds=dict(type="int", default=60),
+)
+_LOCK_POLL = 0.1
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+class LockError(GpushareError):
+    """The lock could not be taken: its object is missing, or another writer held it for the whole wait."""
+
+
+def _lock_state(obj):
+    """(resourceVersion, the hold recorded on ``obj`` as a dict with holder and until (epoch seconds), or None)."""
+    metadata = obj.get("metadata") or {}
+    text = (metadata.get("annotations") or {}).get(LOCK_ANNOTATION)
+    try:
+        hold = json.loads(text)
+        until = datetime.datetime.strptime(hold["until"], _TIME_FORMAT).replace(tzinfo=datetime.timezone.utc).timestamp()
+        hold = dict(holder=str(hold["holder"]), until=until)
+    except (TypeError, ValueError, KeyError, AttributeError):  # none, or not one this code wrote: nobody holds it
+        hold = None
+    return metadata.get("resourceVersion"), hold
+
+
+def _stamp(epoch):
+    return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime(_TIME_FORMAT)
+
+
+def _lock_text(holder, until):
+    return json.dumps(dict(holder=holder, until=_stamp(until)), sort_keys=True)
+
+
+@contextlib.contextmanager
+def held(params, lock, clock=time.time, sleep=time.sleep):
+    """Hold ``lock`` (:data:`LOCK_ARG_SPEC`: an existing object) while the body runs, so writers take turns.
+
+    Why: the API server charges a ResourceQuota at admission, before storage; when two writers create the same
+    object at once, the one storage refuses (409) stays charged until the quota controller recounts (5 minutes by
+    default), and a quota the team's objects fill exactly then refuses the next object of both writers. Writers
+    that hold the lock while they create never collide.
+
+    The hold is the annotation :data:`LOCK_ANNOTATION` (``{"holder": ..., "until": <UTC>}``), written with the
+    object's resourceVersion as a precondition, so two writers cannot both take it; it lapses ``seconds`` after it was
+    taken (a writer that was killed holds it no longer), and is removed when the body ends. A writer waits for
+    another's hold to end or lapse, ``seconds`` at most, then raises :class:`LockError` naming the holder.
+    """
+    label = "%s %s%s" % (lock["kind"], "%s/" % lock["namespace"] if lock.get("namespace") else "", lock["name"])
+    try:
+        svc, _module = _service(params, False, False)
+        resource = svc.client.resource(lock["kind"], lock.get("api_version") or "v1")
+    except Exception as exc:  # no client, or no such kind: the lock's fault, with the reason
+        raise LockError("lock: %s: %s" % (label, to_native(exc))) from exc
+    where = dict(name=lock["name"], namespace=lock.get("namespace") or None)
+    seconds = lock.get("seconds") or LOCK_ARG_SPEC["seconds"]["default"]
+    holder = "%s/%d/%s" % (socket.gethostname(), os.getpid(), uuid.uuid4().hex[:8])
+
+    def read():
+        try:
+            return _lock_state(svc.client.get(resource, **where).to_dict())
+        except NotFoundError:
+            raise LockError("lock: %s does not exist; the lock is an annotation on an existing object. Fix: create it in an earlier "
+                            "task, or name one that exists" % label) from None
+        except Exception as exc:  # the API server unreachable or refusing: a message, not a traceback
+            raise LockError("lock: reading %s failed: %s" % (label, to_native(exc))) from exc
+
+    def write(version, text):
+        body = {"metadata": {"resourceVersion": version, "annotations": {LOCK_ANNOTATION: text}}}
+        try:
+            svc.client.patch(resource, body, content_type="application/merge-patch+json", **where)
+            return True
+        except ConflictError:  # written by someone else since the read: read again
+            return False
+        except Exception as exc:  # refused (no patch permission) or unreachable
+            raise LockError("lock: writing the annotation %s on %s failed: %s" % (LOCK_ANNOTATION, label, to_native(exc))) from exc
+
+    deadline = clock() + seconds + 1  # another's hold lapses within seconds
+    while True:
+        version, hold = read()
+        now = clock()
+        if (hold is None or hold["until"] <= now) and write(version, _lock_text(holder, now + seconds)):
+            break
+        if now >= deadline:
+            raise LockError("lock: %s is held by %s until %s (annotation %s): another run is writing the same objects. Fix: let it "
+                            "finish; if that run is gone, remove the annotation (kubectl annotate %s %s -n %s %s-)" % (
+                                label, hold["holder"] if hold else "another writer", _stamp(hold["until"] if hold else now),
+                                LOCK_ANNOTATION, lock["kind"].lower(), lock["name"], lock.get("namespace") or "default", LOCK_ANNOTATION))
+        sleep(_LOCK_POLL)
+    try:
+        yield holder
+    finally:
+        try:
+            for _attempt in range(5):  # a conflict means the object changed meanwhile (its status): read again
+                version, hold = read()
+                if not hold or hold["holder"] != holder or write(version, None):
+                    break
+        except Exception:  # the body's outcome stands; the hold lapses on its own
+            pass
 
 
 def _failure(exc):

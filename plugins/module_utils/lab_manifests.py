@@ -22,14 +22,14 @@ import copy
 try:
     from .errors import InputError
     from .k8s_auth import AUTH_ARG_SPEC
-    from .k8s_objects import OBJECTS_ARG_SPEC, run_objects, run_objects_info
+    from .k8s_objects import LOCK_ARG_SPEC, OBJECTS_ARG_SPEC, LockError, held, run_objects, run_objects_info
     from .lab_files import write_files
     from .manifest_yaml import ManifestError
     from .preflight import manifest_objects
 except ImportError:  # loaded as plain modules, side by side
     from errors import InputError  # type: ignore[no-redef]
     from k8s_auth import AUTH_ARG_SPEC  # type: ignore[no-redef]
-    from k8s_objects import OBJECTS_ARG_SPEC, run_objects, run_objects_info  # type: ignore[no-redef]
+    from k8s_objects import LOCK_ARG_SPEC, OBJECTS_ARG_SPEC, LockError, held, run_objects, run_objects_info  # type: ignore[no-redef]
     from lab_files import write_files  # type: ignore[no-redef]
     from manifest_yaml import ManifestError  # type: ignore[no-redef]
     from preflight import manifest_objects  # type: ignore[no-redef]
@@ -46,6 +46,7 @@ MANIFESTS_ARG_SPEC = dict(
         apply=dict(type="bool", default=True),
     )),
     directory_mode=dict(type="str", default="0755"),
+    lock=dict(type="dict", options=copy.deepcopy(LOCK_ARG_SPEC)),
 )
 
 # What run_objects reads besides the definitions: the defaults of gpushare.k8s.objects' options.
@@ -88,6 +89,17 @@ def run_manifests(params, check_mode=False, diff=False):
         if not manifest.get("apply", True) and not manifest.get("path"):
             return dict(failed=True, changed=False, msg="%s: apply is false and no path is given, so nothing would be done. Fix: set "
                                                         "path to write the file, or drop apply: false" % _label(index, manifest))
+    if not params.get("lock") or check_mode:  # a dry run writes nothing, so it takes no turn
+        return _write_and_apply(params, parsed, check_mode, diff)
+    try:
+        with held({key: params.get(key) for key in AUTH_ARG_SPEC}, params["lock"]):
+            return _write_and_apply(params, parsed, check_mode, diff)
+    except LockError as exc:
+        return dict(failed=True, changed=False, msg=str(exc))
+
+
+def _write_and_apply(params, parsed, check_mode, diff):
+    manifests = params["manifests"]
     with_path = [index for index, manifest in enumerate(manifests) if manifest.get("path")]
     files = [dict(dest=manifests[i]["path"], content=manifests[i]["content"], mode=manifests[i].get("mode")) for i in with_path]
     try:

@@ -70,6 +70,40 @@ options:
     description: The mode of directories this task creates.
     type: str
     default: "0755"
+  lock:
+    description:
+      - Take turns with other writers of the same objects. Before anything is written, the task takes a hold on an
+        existing object (the annotation C(gpushare.k8s/writer), written with the object's resourceVersion as a
+        precondition, so two tasks cannot both take it), and removes it when the task ends.
+      - Why it matters under a ResourceQuota. The API server charges a quota at admission, before storage; when two
+        writers create the same object at once, the create that storage refuses (409 AlreadyExists) stays charged until
+        the quota controller recounts (C(--resource-quota-sync-period), 5 minutes by default). A quota that a team's
+        objects fill exactly then refuses their next object, in both runs. Writers that hold the lock never collide.
+      - A task that finds the object held waits until the hold ends or lapses (O(lock.seconds) after it was taken, so a
+        run that was killed holds it no longer), then fails naming the holder and the command that removes the hold.
+      - Not taken in check mode, which writes nothing.
+    type: dict
+    suboptions:
+      kind:
+        description: The kind of the object that carries the hold, for example V(ResourceQuota).
+        type: str
+        required: true
+      api_version:
+        description: Its API version.
+        type: str
+        default: v1
+      name:
+        description: Its name. The object must exist.
+        type: str
+        required: true
+      namespace:
+        description: Its namespace, for a namespaced kind.
+        type: str
+        default: ""
+      seconds:
+        description: How long a hold lasts at most, and how long a task waits for another's hold to end.
+        type: int
+        default: 60
 seealso:
   - module: gpushare.k8s.objects
   - module: gpushare.k8s.files
@@ -84,6 +118,16 @@ EXAMPLES = r"""
         content: "{{ lookup('ansible.builtin.template', 'quota.yaml.j2') }}"
       - content: "{{ team_pods_yaml }}"
         namespace: team-a
+
+- name: Create the team's Pods, taking turns with other runs under the team's quota
+  gpushare.k8s.manifests:
+    manifests:
+      - content: "{{ team_pods_yaml }}"
+        namespace: team-a
+    lock:
+      kind: ResourceQuota
+      namespace: team-a
+      name: gpu-quota
 """
 
 RETURN = r"""

@@ -14,21 +14,26 @@ read: every answer comes from the real API server.
 from __future__ import annotations
 
 import json
+import threading
+import time
+import uuid
 
 import pytest
 
 from ansible_collections.gpushare.k8s.plugins.module_utils import k8s_objects
-from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_objects import OBJECTS_ARG_SPEC, run_objects
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_objects import LOCK_ANNOTATION, OBJECTS_ARG_SPEC, held, run_objects
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab_manifests import MANIFESTS_ARG_SPEC, run_manifests
 
 NAMESPACE = "it-objects-race"
 
 
 @pytest.fixture
 def namespace(kubectl):
-    kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true", timeout=120)
-    kubectl("create", "namespace", NAMESPACE)
-    yield NAMESPACE
-    kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false")
+    """A namespace of the test's own (a new name each time: one being deleted, with its Pods, takes seconds to go)."""
+    name = "%s-%s" % (NAMESPACE, uuid.uuid4().hex[:6])
+    kubectl("create", "namespace", name)
+    yield name
+    kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=false")
 
 
 @pytest.fixture
@@ -134,3 +139,105 @@ def test_an_object_deleted_before_the_patch_is_created_again(kubeconfig, kubectl
     assert result["method"] == "create" and result["changed"] is True
     data = json.loads(kubectl("get", "configmap", "back", "-n", namespace, "-o", "json").stdout)["data"]
     assert data == {"owner": "us"}
+
+
+def pod(name, namespace):
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+
+
+def quota_used(kubectl, namespace, name):
+    return json.loads(kubectl("get", "resourcequota", name, "-n", namespace, "-o", "json").stdout)
+
+
+def filled_quota(kubectl, namespace, pods):
+    kubectl("create", "quota", "team", "--hard=pods=%d" % pods, "-n", namespace)
+    kubectl("wait", "--for=jsonpath={.status.used.pods}=0", "resourcequota/team", "-n", namespace, "--timeout=60s")
+
+
+def manifests_params(kubeconfig, namespace, names, lock=True, seconds=60):
+    out = {key: value.get("default") for key, value in MANIFESTS_ARG_SPEC.items()}
+    out.update(kubeconfig=kubeconfig, manifests=[dict(path="", namespace="", mode="0644", apply=True,
+                                                      content="\n---\n".join(json.dumps(pod(name, namespace)) for name in names))])
+    if lock:
+        out["lock"] = dict(kind="ResourceQuota", api_version="v1", name="team", namespace=namespace, seconds=seconds)
+    return out
+
+
+def test_a_create_that_collides_stays_charged_to_the_quota(kubectl, namespace):
+    """Why writers under a quota take turns (the lock option): the API server charges the quota at admission, and a
+    create that storage then refuses (409, the object exists) is not uncharged. Two Pods fill the quota; after one Pod
+    and a colliding create of it, the second Pod is refused although only one exists."""
+    filled_quota(kubectl, namespace, 2)
+    kubectl("create", "-f", "-", input_text=json.dumps(pod("job-1", namespace)))
+    again = kubectl("create", "-f", "-", input_text=json.dumps(pod("job-1", namespace)), check=False)
+    assert "AlreadyExists" in again.stderr, again.stderr
+    second = kubectl("create", "-f", "-", input_text=json.dumps(pod("job-2", namespace)), check=False)
+
+    assert "exceeded quota: team" in second.stderr and "used: pods=2" in second.stderr, second.stderr
+    assert quota_used(kubectl, namespace, "team")["status"]["used"]["pods"] == "2"
+    assert len(json.loads(kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]) == 1
+
+
+def test_a_second_writer_waits_for_the_lock_and_then_creates_nothing(kubeconfig, kubectl, namespace, monkeypatch):
+    """Two runs start the team's Pods at once: the second one's task starts while the first holds the lock (right
+    after the first read a Pod), waits, and then finds both Pods made: it updates them and the quota counts two."""
+    filled_quota(kubectl, namespace, 2)
+    names = ["job-1", "job-2"]
+    second, started = {}, threading.Event()
+
+    def run_second():
+        started.set()
+        second.update(run_manifests(manifests_params(kubeconfig, namespace, names)))
+
+    thread = threading.Thread(target=run_second)
+
+    class Service(k8s_objects.K8sService):
+        def retrieve(self, resource, definition):
+            existing = super().retrieve(resource, definition)
+            if not thread.is_alive() and not started.is_set():  # the first writer's first read: start the other
+                thread.start()
+                started.wait()
+                time.sleep(0.5)  # without the lock, the other would read and create both Pods meanwhile
+            return existing
+
+    monkeypatch.setattr(k8s_objects, "K8sService", Service)
+    first = run_manifests(manifests_params(kubeconfig, namespace, names))
+    thread.join(timeout=120)
+
+    assert not first.get("failed") and not second.get("failed"), (first, second)
+    assert [o["method"] for o in first["manifests"][0]["objects"]] == ["create", "create"]
+    assert [o["method"] for o in second["manifests"][0]["objects"]] == ["update", "update"]
+    quota = quota_used(kubectl, namespace, "team")
+    assert quota["status"]["used"]["pods"] == "2"
+    assert LOCK_ANNOTATION not in (quota["metadata"].get("annotations") or {})
+
+
+def test_a_lapsed_hold_is_taken_over_and_a_live_one_names_its_holder(kubeconfig, kubectl, namespace):
+    """A run killed while it held the lock leaves the annotation: once its time has passed, the next run takes the
+    lock. A hold still running makes a task wait, then fail with the holder and the command that removes it."""
+    filled_quota(kubectl, namespace, 2)
+    lapsed = json.dumps({"holder": "gone-run", "until": "2020-01-01T00:00:00Z"})
+    kubectl("annotate", "resourcequota", "team", "-n", namespace, "%s=%s" % (LOCK_ANNOTATION, lapsed))
+
+    result = run_manifests(manifests_params(kubeconfig, namespace, ["job-1"]))
+
+    assert not result.get("failed"), result
+    assert LOCK_ANNOTATION not in (quota_used(kubectl, namespace, "team")["metadata"].get("annotations") or {})
+    with held(dict(kubeconfig=kubeconfig), dict(kind="ResourceQuota", name="team", namespace=namespace, seconds=60)) as holder:
+        began = time.monotonic()
+        refused = run_manifests(manifests_params(kubeconfig, namespace, ["job-2"], seconds=1))
+        waited = time.monotonic() - began
+    assert refused["failed"] and refused["changed"] is False
+    assert "is held by %s" % holder in refused["msg"], refused["msg"]
+    assert "kubectl annotate resourcequota team -n %s %s-" % (namespace, LOCK_ANNOTATION) in refused["msg"]
+    assert waited >= 1
+    assert kubectl("get", "pod", "job-2", "-n", namespace, check=False).returncode != 0  # nothing applied
+
+
+def test_a_lock_on_an_object_that_does_not_exist_fails_before_anything_is_applied(kubeconfig, kubectl, namespace):
+    result = run_manifests(manifests_params(kubeconfig, namespace, ["job-1"]))
+
+    assert result["failed"] and result["changed"] is False
+    assert "ResourceQuota %s/team does not exist" % namespace in result["msg"] and "Fix:" in result["msg"]
+    assert kubectl("get", "pod", "job-1", "-n", namespace, check=False).returncode != 0
