@@ -93,8 +93,9 @@ lint: setup
 
 # The unit tests (two workers) while molecule's own cluster (gpushare-molecule) starts (after `molecule reset`: a state
 # left by an interrupted run says "created" even when that cluster is gone, and molecule would skip creating it); then the live-cluster tests
-# with the molecule scenario, ansible-test sanity and ansible-lint beside them (sanity and lint at the lowest
-# priority, on what the live tests leave idle: at normal priority, or with a fourth worker, every module ran slower).
+# with the molecule scenario beside them. ansible-test sanity and ansible-lint start with the unit tests, at the lowest
+# priority: they take what the other steps leave idle (the unit phase leaves about a third of its CPU time idle while
+# tests wait on timeouts; at normal priority, or with a fourth worker, every module ran slower).
 # The live tests run in LIVE_WORKERS pytest-xdist workers, one scope each at a time, the longest first (conftest.py
 # scope_of, SCOPE_ORDER): each module with a cluster of its own (and ports of its own) beside the modules that share
 # the lab cluster, which run one at a time. Each log is shown once its step has ended; any step failing fails the
@@ -104,17 +105,17 @@ MOLECULE_LOG := $(OUTPUT)/molecule.log
 LIVE_LOG := $(OUTPUT)/live-tests.log
 test: cluster helm nvidia clusterpolicy-crd
 	@mkdir -p $(OUTPUT)
-	@echo "[test] the unit tests while molecule's cluster starts; its output: $(MOLECULE_LOG)"
-	@{ molecule reset && molecule create; } > $(MOLECULE_LOG) 2>&1 & create=$$!; \
+	@echo "[test] the unit tests while molecule's cluster starts, sanity and lint beside them; their output: $(OUTPUT)/{molecule,sanity,lint}.log"; \
+	  nice -n 19 $(MAKE) --no-print-directory sanity > $(OUTPUT)/sanity.log 2>&1 & sanity=$$!; \
+	  nice -n 19 $(MAKE) --no-print-directory lint > $(OUTPUT)/lint.log 2>&1 & lint=$$!; \
+	  { molecule reset && molecule create; } > $(MOLECULE_LOG) 2>&1 & create=$$!; \
 	  $(PYTEST) -n 2 tests/unit; unit_rc=$$?; \
 	  wait $$create; create_rc=$$?; \
 	  echo "[test] unit tests exit $$unit_rc, molecule create exit $$create_rc"; \
 	  test $$create_rc -eq 0 || cat $(MOLECULE_LOG); \
-	  test $$unit_rc -eq 0 && test $$create_rc -eq 0
-	@echo "[test] the live tests, with molecule, sanity and lint beside them; their output: $(OUTPUT)/{molecule,sanity,lint}.log"
-	@molecule test >> $(MOLECULE_LOG) 2>&1 & molecule=$$!; \
-	  nice -n 19 $(MAKE) --no-print-directory sanity > $(OUTPUT)/sanity.log 2>&1 & sanity=$$!; \
-	  nice -n 19 $(MAKE) --no-print-directory lint > $(OUTPUT)/lint.log 2>&1 & lint=$$!; \
+	  if test $$unit_rc -ne 0 || test $$create_rc -ne 0; then kill $$sanity $$lint 2>/dev/null; wait; exit 1; fi; \
+	  echo "[test] the live tests, with molecule beside them (and sanity and lint while they last)"; \
+	  molecule test >> $(MOLECULE_LOG) 2>&1 & molecule=$$!; \
 	  $(LIVE_PYTEST) --durations=15 tests/integration 2>&1 | tee $(LIVE_LOG); \
 	  pytest_rc=$${PIPESTATUS[0]}; \
 	  wait $$sanity; sanity_rc=$$?; wait $$lint; lint_rc=$$?; wait $$molecule; molecule_rc=$$?; \
