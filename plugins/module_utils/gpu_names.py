@@ -15,7 +15,7 @@ import re
 
 __all__ = ["PREFIX", "GPU_RESOURCE", "CONFIG_LABEL", "MIG_CONFIG_LABEL", "MIG_STATE_LABEL", "PRODUCT_LABEL", "MIG_STRATEGY_LABEL",
            "COUNT_LABEL", "PRESENT_LABEL", "OPERATOR_OWNED_LABELS", "KWOK_NODE_ANNOTATION", "HARDWARE_GPUS_ANNOTATION", "HARDWARE_PRODUCT_ANNOTATION",
-           "DNS_LABEL_RE", "DNS_SUBDOMAIN_RE", "LABEL_VALUE_RE"]
+           "DNS_LABEL_RE", "DNS_SUBDOMAIN_RE", "LABEL_NAME_RE", "LABEL_VALUE_RE"]
 
 # NVIDIA's prefix of every label GFD writes and every resource the device plugin advertises.
 PREFIX = "nvidia.com/"
@@ -46,5 +46,8 @@ HARDWARE_PRODUCT_ANNOTATION = "gpushare.k8s/gpu-product"
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 DNS_LABEL_RE = re.compile(_DNS_LABEL)
 DNS_SUBDOMAIN_RE = re.compile(r"%s(\.%s)*" % (_DNS_LABEL, _DNS_LABEL))
+# The name part of a label key or resource name, a label value that may not be empty, a ConfigMap key or name of
+# the device plugin's (at most 63 characters, checked by the caller).
+LABEL_NAME_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 # A label value (at most 63 characters, checked by the caller; empty allowed).
-LABEL_VALUE_RE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+LABEL_VALUE_RE = re.compile(r"(%s)?" % LABEL_NAME_RE.pattern)

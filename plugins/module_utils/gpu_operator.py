@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 
 try:
     from . import device_plugin as _dp
@@ -100,7 +99,7 @@ HARDWARE_PRODUCT_ANNOTATION = _names.HARDWARE_PRODUCT_ANNOTATION
 MIG_APPLIED_ANNOTATION = "gpushare.k8s/mig-applied"
 MIG_FAILURE_ANNOTATION = "gpushare.k8s/mig-failure"
 
-_LABEL_VALUE_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_LABEL_VALUE_RE = _names.LABEL_NAME_RE  # a ConfigMap name or key as the ClusterPolicy names it: not empty
 
 
 class OperatorError(InputError):

@@ -35,9 +35,9 @@ except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
     yaml = None
 
 try:
-    from .gpu_names import CONFIG_LABEL, DNS_LABEL_RE, DNS_SUBDOMAIN_RE
+    from .gpu_names import CONFIG_LABEL, DNS_LABEL_RE, DNS_SUBDOMAIN_RE, LABEL_NAME_RE
 except ImportError:  # loaded as a plain module, next to gpu_names.py
-    from gpu_names import CONFIG_LABEL, DNS_LABEL_RE, DNS_SUBDOMAIN_RE  # type: ignore[no-redef]
+    from gpu_names import CONFIG_LABEL, DNS_LABEL_RE, DNS_SUBDOMAIN_RE, LABEL_NAME_RE  # type: ignore[no-redef]
 
 try:
     from .device_plugin import (
@@ -387,7 +387,7 @@ _SELECTOR_KEYS = ("matchLabels", "matchExpressions")
 
 _DNS_LABEL_RE = DNS_LABEL_RE
 _DNS_SUBDOMAIN_RE = DNS_SUBDOMAIN_RE
-_LABEL_NAME_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_LABEL_NAME_RE = LABEL_NAME_RE
 
 
 def _shown(value, limit=60):

@@ -27,7 +27,7 @@ try:
     from . import gpu_operator as _operator
     from . import mig as _mig
     from .errors import InputError, is_int as _is_int
-    from .gpu_names import CONFIG_LABEL, DNS_LABEL_RE, DNS_SUBDOMAIN_RE
+    from .gpu_names import CONFIG_LABEL, DNS_LABEL_RE, DNS_SUBDOMAIN_RE, LABEL_NAME_RE
 except ImportError:  # loaded as plain modules, side by side
     import device_plugin as _dp  # type: ignore[no-redef]
     import gpu_features as _features  # type: ignore[no-redef]
@@ -35,7 +35,7 @@ except ImportError:  # loaded as plain modules, side by side
     import gpu_operator as _operator  # type: ignore[no-redef]
     import mig as _mig  # type: ignore[no-redef]
     from errors import InputError, is_int as _is_int  # type: ignore[no-redef]
-    from gpu_names import CONFIG_LABEL, DNS_LABEL_RE, DNS_SUBDOMAIN_RE  # type: ignore[no-redef]
+    from gpu_names import CONFIG_LABEL, DNS_LABEL_RE, DNS_SUBDOMAIN_RE, LABEL_NAME_RE  # type: ignore[no-redef]
 
 
 __all__ = [
@@ -64,7 +64,7 @@ MIG_STRATEGY_LABEL = _features.MIG_STRATEGY_LABEL
 PRODUCT_LABEL = _features.GPU + "product"
 
 # A config name is both a ConfigMap key and the value of the node label nvidia.com/device-plugin.config.
-_CONFIG_NAME_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_CONFIG_NAME_RE = LABEL_NAME_RE
 # What Kubernetes requires of the names the lab writes, checked before anything is written or sent. fullmatch, never
 # match with "$": "$" also matches before a trailing newline, so "gpu-share\n" would pass.
 _DNS_LABEL_RE = DNS_LABEL_RE

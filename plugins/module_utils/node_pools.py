@@ -18,7 +18,6 @@ gpu-feature-discovery labels ``nvidia.com/gpu.count`` and ``nvidia.com/gpu.produ
 
 from __future__ import annotations
 
-import re
 
 from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_names as _names
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError, is_int as _is_int
@@ -35,9 +34,9 @@ GPU_COUNT_LABEL = _names.COUNT_LABEL
 GPU_PRODUCT_LABEL = _names.PRODUCT_LABEL
 GPU_PRESENT_LABEL = _names.PRESENT_LABEL
 
-_NAME_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-_PREFIX_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_POOL_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_NAME_RE = _names.LABEL_NAME_RE
+_PREFIX_RE = _names.DNS_SUBDOMAIN_RE
+_POOL_NAME_RE = _names.DNS_LABEL_RE
 
 
 class PoolError(InputError):

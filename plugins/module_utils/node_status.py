@@ -26,7 +26,6 @@ a fake with the same three methods.
 from __future__ import annotations
 
 import random
-import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
@@ -34,12 +33,12 @@ from decimal import Decimal
 try:
     from .cluster_objects import REQUEST_TIMEOUT, ApiCallError, Route, api_path, call_json, list_pages
     from .errors import GpushareError, is_int
-    from .gpu_names import DNS_SUBDOMAIN_RE, KWOK_NODE_ANNOTATION
+    from .gpu_names import DNS_SUBDOMAIN_RE, KWOK_NODE_ANNOTATION, LABEL_NAME_RE, LABEL_VALUE_RE
     from .quantity import parse_quantity
 except ImportError:  # loaded as a plain module, next to cluster_objects.py
     from cluster_objects import REQUEST_TIMEOUT, ApiCallError, Route, api_path, call_json, list_pages  # type: ignore[no-redef]
     from errors import GpushareError, is_int  # type: ignore[no-redef]
-    from gpu_names import DNS_SUBDOMAIN_RE, KWOK_NODE_ANNOTATION  # type: ignore[no-redef]
+    from gpu_names import DNS_SUBDOMAIN_RE, KWOK_NODE_ANNOTATION, LABEL_NAME_RE, LABEL_VALUE_RE  # type: ignore[no-redef]
     from quantity import parse_quantity  # type: ignore[no-redef]
 
 
@@ -64,7 +63,7 @@ MAX_COUNT = 2 ** 63 - 1  # resource.Quantity holds an int64
 _EXAMPLE = "use an integer, e.g. 8"
 
 _DNS_SUBDOMAIN_RE = DNS_SUBDOMAIN_RE
-_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_NAME_RE = LABEL_NAME_RE
 
 
 class NodeResourcesError(GpushareError):
@@ -243,7 +242,7 @@ def check_parallelism(parallelism):
     return parallelism
 
 
-_LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_LABEL_VALUE_RE = LABEL_VALUE_RE
 _ENTRY_KEYS = ("name", "resources", "remove_resources", "labels")
 
 

@@ -20,11 +20,11 @@ import re
 try:
     from .quantity import parse_quantity
     from .errors import InputError, is_int
-    from .gpu_names import GPU_RESOURCE
+    from .gpu_names import DNS_SUBDOMAIN_RE, GPU_RESOURCE, LABEL_NAME_RE
 except ImportError:  # loaded as a plain module, next to node_status.py
     from quantity import parse_quantity  # type: ignore[no-redef]
     from errors import InputError, is_int  # type: ignore[no-redef]
-    from gpu_names import GPU_RESOURCE  # type: ignore[no-redef]
+    from gpu_names import DNS_SUBDOMAIN_RE, GPU_RESOURCE, LABEL_NAME_RE  # type: ignore[no-redef]
 
 
 __all__ = [
@@ -44,7 +44,7 @@ GPU = GPU_RESOURCE
 REQUESTS = "requests."
 LIMITS = "limits."
 
-_NAME_RE = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
+_NAME_RE = re.compile(r"(%s)/(%s)" % (DNS_SUBDOMAIN_RE.pattern, LABEL_NAME_RE.pattern))  # an extended resource name
 
 
 class CoverageError(InputError):
