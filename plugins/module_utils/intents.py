@@ -56,6 +56,7 @@ from ansible_collections.gpushare.k8s.plugins.module_utils import dra as _dra
 from ansible_collections.gpushare.k8s.plugins.module_utils import mig as _mig
 from ansible_collections.gpushare.k8s.plugins.module_utils import node_pools as _pools
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
+from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_names import DNS_SUBDOMAIN_RE
 # The annotation names' one home is gpu_requests (it stands alone in bin/check-request.sh, which reads them too).
 from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_requests import CONTAINERS_ANNOTATION, COUNT_ANNOTATION, INTENT_ANNOTATION
 from ansible_collections.gpushare.k8s.plugins.module_utils.guards import CONFIG_LABEL
@@ -74,7 +75,7 @@ MIG_STRATEGY_NONE = "none"
 # A count a container may ask for: 1-999 (the API server's own limit on an extended resource is far higher;
 # no node gives more than this).
 _COUNT_RE = "^[1-9][0-9]{0,2}$"
-_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_NAME_RE = DNS_SUBDOMAIN_RE
 _PROFILE_SIZE_RE = re.compile(r"^([0-9]+)g\.([0-9]+)gb")
 # The DRA form: the claim's name in the Pod, the request's name in the template, how a pool names its class.
 CLAIM_NAME = "gpushare-gpu"
