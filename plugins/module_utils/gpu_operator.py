@@ -99,8 +99,6 @@ HARDWARE_PRODUCT_ANNOTATION = _names.HARDWARE_PRODUCT_ANNOTATION
 MIG_APPLIED_ANNOTATION = "gpushare.k8s/mig-applied"
 MIG_FAILURE_ANNOTATION = "gpushare.k8s/mig-failure"
 
-_LABEL_VALUE_RE = _names.LABEL_NAME_RE  # a ConfigMap name or key as the ClusterPolicy names it: not empty
-
 
 class OperatorError(InputError):
     """Bad operator-mode input. ``str(error)`` is ``"<path>: <problem>. Fix: <fix>"``."""
@@ -341,7 +339,7 @@ def cluster_policy_patch(device_plugin_configmap, default_config, strategy, mig_
         ("gpushare_operator_default_config", default_config),
         ("gpushare_operator_mig_parted_configmap", mig_parted_configmap),
     ):
-        if not isinstance(value, str) or not _LABEL_VALUE_RE.fullmatch(value) or len(value) > 63:
+        if not isinstance(value, str) or not _names.LABEL_NAME_RE.fullmatch(value) or len(value) > 63:
             raise OperatorError(path, "%r is not a valid name (letters, digits, '-', '_', '.'; at most 63)" % (value,), "set a ConfigMap key or name")
     if default_layout not in (ALL_DISABLED, ""):
         raise OperatorError("gpushare_operator_default_layout",

@@ -387,7 +387,6 @@ _SELECTOR_KEYS = ("matchLabels", "matchExpressions")
 
 _DNS_LABEL_RE = DNS_LABEL_RE
 _DNS_SUBDOMAIN_RE = DNS_SUBDOMAIN_RE
-_LABEL_NAME_RE = LABEL_NAME_RE
 
 
 def _shown(value, limit=60):
@@ -403,7 +402,7 @@ def _is_label_key(key):
     prefix, _slash, name = key.rpartition("/")
     if _slash and not (len(prefix) <= 253 and _DNS_SUBDOMAIN_RE.fullmatch(prefix)):
         return False
-    return len(name) <= 63 and bool(_LABEL_NAME_RE.fullmatch(name))
+    return len(name) <= 63 and bool(LABEL_NAME_RE.fullmatch(name))
 
 
 def guard_settings(settings, prefix="admission_guard_"):

@@ -63,8 +63,6 @@ __all__ = [
 MIG_STRATEGY_LABEL = _features.MIG_STRATEGY_LABEL
 PRODUCT_LABEL = _features.GPU + "product"
 
-# A config name is both a ConfigMap key and the value of the node label nvidia.com/device-plugin.config.
-_CONFIG_NAME_RE = LABEL_NAME_RE
 # What Kubernetes requires of the names the lab writes, checked before anything is written or sent. fullmatch, never
 # match with "$": "$" also matches before a trailing newline, so "gpu-share\n" would pass.
 _DNS_LABEL_RE = DNS_LABEL_RE
@@ -116,7 +114,7 @@ def config(value, name=None):
 
 def check_config_name(name):
     """``name`` as a config name (a ConfigMap key and a label value), or ConfigError."""
-    if not isinstance(name, str) or len(name) > 63 or not _CONFIG_NAME_RE.fullmatch(name):
+    if not isinstance(name, str) or len(name) > 63 or not LABEL_NAME_RE.fullmatch(name):
         raise _dp.ConfigError(
             "configs[%r]" % (name,),
             "a config name must be a valid ConfigMap key and label value (1-63 letters, digits, '-', '_' or '.', starting and ending "

@@ -60,10 +60,10 @@ else:
     KUBERNETES_IMPORT_ERROR = None
 
 try:
-    from .errors import GpushareError
+    from .errors import GpushareError, is_int
     from .k8s_auth import AUTH_ARG_SPEC, K8sAuthError, build_api_client
 except ImportError:  # loaded as a plain module, next to k8s_auth.py
-    from errors import GpushareError  # type: ignore[no-redef]
+    from errors import GpushareError, is_int  # type: ignore[no-redef]
     from k8s_auth import AUTH_ARG_SPEC, K8sAuthError, build_api_client  # type: ignore[no-redef]
 
 
@@ -308,13 +308,15 @@ def held(params, lock, clock=time.time, sleep=time.sleep):
     another's hold to end or lapse, ``seconds`` at most, then raises :class:`LockError` naming the holder.
     """
     label = "%s %s%s" % (lock["kind"], "%s/" % lock["namespace"] if lock.get("namespace") else "", lock["name"])
+    seconds = lock.get("seconds", LOCK_ARG_SPEC["seconds"]["default"])
+    if not is_int(seconds) or seconds < 1:
+        raise LockError("lock.seconds: %r is not a number of seconds a hold lasts. Fix: give a whole number of at least 1, e.g. 60" % (seconds,))
     try:
-        svc, _module = _service(params, False, False)
+        svc = _service(params, False, False)[0]
         resource = svc.client.resource(lock["kind"], lock.get("api_version") or "v1")
     except Exception as exc:  # no client, or no such kind: the lock's fault, with the reason
         raise LockError("lock: %s: %s" % (label, to_native(exc))) from exc
     where = dict(name=lock["name"], namespace=lock.get("namespace") or None)
-    seconds = lock.get("seconds") or LOCK_ARG_SPEC["seconds"]["default"]
     holder = "%s/%d/%s" % (socket.gethostname(), os.getpid(), uuid.uuid4().hex[:8])
 
     def read():
@@ -344,9 +346,10 @@ def held(params, lock, clock=time.time, sleep=time.sleep):
             break
         if now >= deadline:
             raise LockError("lock: %s is held by %s until %s (annotation %s): another run is writing the same objects. Fix: let it "
-                            "finish; if that run is gone, remove the annotation (kubectl annotate %s %s -n %s %s-)" % (
+                            "finish; if that run is gone, remove the annotation (kubectl annotate %s %s%s %s-)" % (
                                 label, hold["holder"] if hold else "another writer", _stamp(hold["until"] if hold else now),
-                                LOCK_ANNOTATION, lock["kind"].lower(), lock["name"], lock.get("namespace") or "default", LOCK_ANNOTATION))
+                                LOCK_ANNOTATION, lock["kind"].lower(), lock["name"],
+                                " -n %s" % lock["namespace"] if lock.get("namespace") else "", LOCK_ANNOTATION))
         sleep(_LOCK_POLL)
     try:
         yield holder

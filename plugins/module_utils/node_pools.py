@@ -18,7 +18,6 @@ gpu-feature-discovery labels ``nvidia.com/gpu.count`` and ``nvidia.com/gpu.produ
 
 from __future__ import annotations
 
-
 from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_names as _names
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError, is_int as _is_int
 
@@ -34,10 +33,6 @@ GPU_COUNT_LABEL = _names.COUNT_LABEL
 GPU_PRODUCT_LABEL = _names.PRODUCT_LABEL
 GPU_PRESENT_LABEL = _names.PRESENT_LABEL
 
-_NAME_RE = _names.LABEL_NAME_RE
-_PREFIX_RE = _names.DNS_SUBDOMAIN_RE
-_POOL_NAME_RE = _names.DNS_LABEL_RE
-
 
 class PoolError(InputError):
     """A bad pool or selector. ``str(error)`` is ``"<path>: <problem>. Fix: <fix>"``."""
@@ -48,9 +43,9 @@ def _label_key_problem(key):
     if not isinstance(key, str) or not key:
         return "%r is not a label key" % (key,)
     prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _PREFIX_RE.fullmatch(prefix)):
+    if slash and (not prefix or len(prefix) > 253 or not _names.DNS_SUBDOMAIN_RE.fullmatch(prefix)):
         return "%r has a prefix that is not a DNS subdomain" % key
-    if len(name) > 63 or not _NAME_RE.fullmatch(name):
+    if len(name) > 63 or not _names.LABEL_NAME_RE.fullmatch(name):
         return "%r is not a label key (a name of at most 63 letters, digits, '-', '_', '.', optionally after a DNS prefix and '/')" % key
     return None
 
@@ -58,7 +53,7 @@ def _label_key_problem(key):
 def _label_value_problem(value):
     if not isinstance(value, str):
         return "%r is not a string (quote it: label values are strings)" % (value,)
-    if value and (len(value) > 63 or not _NAME_RE.fullmatch(value)):
+    if value and (len(value) > 63 or not _names.LABEL_NAME_RE.fullmatch(value)):
         return "%r is not a label value (at most 63 letters, digits, '-', '_', '.', starting and ending alphanumeric)" % value
     return None
 
@@ -173,7 +168,7 @@ def validate_pools(pools, configs=None, field="gpushare_node_pools"):
         if not isinstance(pool, dict):
             raise PoolError(path, "must be a mapping {name, selector, config | mig}, got %r" % (pool,), "write a mapping")
         name = pool.get("name")
-        if not isinstance(name, str) or len(name) > 63 or not _POOL_NAME_RE.fullmatch(name):
+        if not isinstance(name, str) or len(name) > 63 or not _names.DNS_LABEL_RE.fullmatch(name):
             raise PoolError(path + ".name", "%r is not a pool name (lower-case letters, digits and '-', at most 63)" % (name,), "name the pool")
         path = "%s[%d] (%s)" % (field, index, name)
         if name in seen:

@@ -63,7 +63,6 @@ MAX_COUNT = 2 ** 63 - 1  # resource.Quantity holds an int64
 _EXAMPLE = "use an integer, e.g. 8"
 
 _DNS_SUBDOMAIN_RE = DNS_SUBDOMAIN_RE
-_NAME_RE = LABEL_NAME_RE
 
 
 class NodeResourcesError(GpushareError):
@@ -125,7 +124,7 @@ def resource_name_error(name):
         or len(prefix) > 253 - len("requests.")
         or not _DNS_SUBDOMAIN_RE.fullmatch(prefix)
         or len(short) > 63
-        or not _NAME_RE.fullmatch(short)
+        or not LABEL_NAME_RE.fullmatch(short)
     ):
         return (
             'resources: "{0}" is not a valid extended resource name: the part before "/" must be '
@@ -242,7 +241,6 @@ def check_parallelism(parallelism):
     return parallelism
 
 
-_LABEL_VALUE_RE = LABEL_VALUE_RE
 _ENTRY_KEYS = ("name", "resources", "remove_resources", "labels")
 
 
@@ -251,7 +249,7 @@ def label_error(key, value, where):
     if not isinstance(key, str):
         return "{0}: key {1!r} is not a string; use a label key such as nvidia.com/device-plugin.config".format(where, key)
     prefix, _sep, short = key.rpartition("/")
-    if (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.fullmatch(prefix))) or len(short) > 63 or not _NAME_RE.fullmatch(short):
+    if (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.fullmatch(prefix))) or len(short) > 63 or not LABEL_NAME_RE.fullmatch(short):
         return (
             '{0}: "{1}" is not a valid label key: an optional lowercase DNS subdomain and "/", then 1-63 letters, digits, '
             '"-", "_" or ".", starting and ending with a letter or digit (e.g. "nvidia.com/device-plugin.config")'.format(where, key)
@@ -260,7 +258,7 @@ def label_error(key, value, where):
         return None
     if not isinstance(value, str):
         return '{0}["{1}"]: {2!r} is a {3}, not a string; quote it, e.g. "{2}"'.format(where, key, value, type(value).__name__)
-    if len(value) > 63 or not _LABEL_VALUE_RE.fullmatch(value):
+    if len(value) > 63 or not LABEL_VALUE_RE.fullmatch(value):
         return (
             '{0}["{1}"]: {2!r} is not a valid label value: at most 63 letters, digits, "-", "_" or ".", starting and ending '
             "with a letter or digit".format(where, key, value)

@@ -59,3 +59,25 @@ def test_a_refused_connection_after_discovery_gives_its_reason_as_text():
     assert result["failed"] and result["msg"] == "Failed to patch object"
     assert "Connection refused" in result["reason"]
     json.dumps(result)
+
+
+def test_a_lock_on_an_unreachable_api_server_fails_with_a_message_and_applies_nothing(closed_port_kubeconfig):
+    from ansible_collections.gpushare.k8s.plugins.module_utils.lab_manifests import MANIFESTS_ARG_SPEC, run_manifests
+
+    definition = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "x"}}
+    lock = dict(kind="ResourceQuota", api_version="v1", name="gpu-quota", namespace="team-a", seconds=60)
+    result = run_manifests(params(MANIFESTS_ARG_SPEC, kubeconfig=closed_port_kubeconfig, lock=lock,
+                                  manifests=[dict(path="", namespace="", mode="0644", apply=True, content=json.dumps(definition))]))
+
+    assert result["failed"] and result["changed"] is False
+    assert result["msg"].startswith("lock: ResourceQuota team-a/gpu-quota: "), result["msg"]
+    json.dumps(result)
+
+
+@pytest.mark.parametrize("seconds", [0, -5, True, "60"])
+def test_a_lock_that_lasts_no_time_is_refused_before_any_call(seconds):
+    from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_objects import LockError, held
+
+    with pytest.raises(LockError, match=r"^lock\.seconds: .* Fix: give a whole number of at least 1"):
+        with held({}, dict(kind="ResourceQuota", name="q", namespace="n", seconds=seconds)):
+            pass
