@@ -23,6 +23,7 @@ help:
 	@echo "make dra           the same lab on Dynamic Resource Allocation (its own nodes on the lab cluster)"
 	@echo "make lab-operator  the whole lab in operator mode on cluster gpushare-operator (GPU Operator stand-in)"
 	@echo "make build         build the collection tarball"
+	@echo "make lock          recompile requirements-lock.txt from requirements.txt (LOCK_EXCLUDE_NEWER=<date> to move on)"
 	@echo "make tables        regenerate NVIDIA's hardware tables (plugins/module_utils/gpu_tables.py) from go-nvml's mock"
 	@echo "make helm          build (once; cached after) the helm that tools/helm/go.mod pins and print its path"
 	@echo "make nvidia        build (once; cached after) NVIDIA's gpu-feature-discovery, device plugin, config-manager (tools/nvidia) and mig-parted (tools/mig-parted), our mock NVML (tools/nvml-mock); print their paths"
@@ -31,11 +32,22 @@ help:
 setup: venv link
 
 venv: $(VENV)/.installed
-$(VENV)/.installed: requirements.txt meta/ee-requirements.txt
-	@echo "[setup] creating $(VENV) from requirements.txt"
+$(VENV)/.installed: requirements-lock.txt
+	@echo "[setup] creating $(VENV) from requirements-lock.txt (every package pinned, with hashes)"
 	@test -x $(VENV)/bin/python || python3 -m venv $(VENV)
-	@$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
+	@$(VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes -r requirements-lock.txt
 	@touch $@
+
+# The locks: requirements.txt (the top-level toolchain) and tests/sanity/requirements.in compiled by uv, every package
+# pinned with its hashes, for Python 3.11 and later (--universal). Only what the registry had published before
+# LOCK_EXCLUDE_NEWER is taken, so `make lock` reproduces the committed files byte for byte (tests/unit/test_lock.py);
+# to move to newer releases: make lock LOCK_EXCLUDE_NEWER=$(date -u +%Y-%m-%dT%H:%M:%SZ), then `make test`.
+LOCK_EXCLUDE_NEWER := $(shell sed -n 's/.*--exclude-newer \([^ ]*\).*/\1/p' requirements-lock.txt | head -n 1)
+UV_COMPILE = $(VENV)/bin/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes --exclude-newer $(LOCK_EXCLUDE_NEWER)
+.PHONY: lock
+lock: venv
+	cd $(CURDIR) && $(UV_COMPILE) requirements.txt -o requirements-lock.txt
+	cd $(CURDIR)/tests/sanity && $(UV_COMPILE) requirements.in -c ../../requirements-lock.txt -o requirements-lock.txt
 
 # The checkout is the collection; FQCNs resolve through this link.
 link: $(COLLECTION_LINK)

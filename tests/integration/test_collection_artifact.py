@@ -21,7 +21,7 @@ import pytest
 from conftest import CLUSTER, REPO, VENV_BIN, subprocess_env  # noqa: E402
 
 # Development files: the checkout's tooling, the live tests and the benchmarks need the checkout itself.
-DEV_FILES = ("ansible.cfg", "pytest.ini", "Makefile", "requirements.txt", "BENCHMARKS.md", ".ansible-lint", ".gitignore")
+DEV_FILES = ("ansible.cfg", "pytest.ini", "Makefile", "requirements.txt", "requirements-lock.txt", "BENCHMARKS.md", ".ansible-lint", ".gitignore")
 DEV_DIRS = ("benchmarks/", "tests/integration/", "tests/sanity/", "extensions/", ".ci/", ".venv", ".collections/", ".git/",
             "docs/collection/", ".hypothesis/")
 SHIPPED = ("LICENSE", "README.md", "meta/runtime.yml", "meta/ee-requirements.txt", "meta/execution-environment.yml",

