@@ -23,30 +23,75 @@ def _data(configmaps, name):
     return None
 
 
+def _owned(writes):
+    """``{ConfigMap name: keys the role writes there (None: any)}`` from the role's ``writes`` or a list of names."""
+    if isinstance(writes, dict):
+        return {str(name): (list(keys) if keys is not None else None) for name, keys in writes.items()}
+    return {str(name): None for name in writes or []}
+
+
 def sharing_record(configmaps, record_name, policy, patch, via, writes, nodes, entries, values=None, release=None):
     """The record ConfigMap's text: the one on the cluster (among ``configmaps``) extended with what this run changes first.
 
-    ``writes`` maps each ConfigMap name the run writes to the keys it writes.
+    ``writes`` maps each ConfigMap name the run writes to the keys it writes. The record on the cluster must carry the
+    ClusterPolicy's seal and hold only what the collection writes (sharing_record.load).
     """
     try:
-        record = _record.load(_data(configmaps, record_name), "ConfigMap %s" % record_name)
+        record = _record.load(_data(configmaps, record_name), "ConfigMap %s" % record_name, policy or {}, _owned_record_scope(writes))
         written = {name: (_data(configmaps, name), list(keys)) for name, keys in (writes or {}).items()}
         return _record.dump(_record.extend(record, policy, patch, via, written, nodes, entries, _features.is_managed_label, values, release))
     except InputError as exc:
         raise AnsibleFilterError(str(exc)) from None
 
 
-def sharing_undo_plan(configmaps, record_name, policy, values, nodes):
-    """What to write to put back the record's earlier values (``None`` when the cluster holds no record)."""
+def _owned_record_scope(writes):
+    # the device-plugin ConfigMap's keys are the configs' names, which an inventory may change between runs: any key
+    # (validated as a key) is accepted there; the other ConfigMaps' keys are fixed.
+    return {name: (keys if keys == ["config.yaml"] else None) for name, keys in _owned(writes).items()}
+
+
+def sharing_record_seal(configmaps, record_name, policy, text):
+    """The value of the ClusterPolicy's seal annotation for record ``text`` (the one it has when the text is unchanged)."""
+    try:
+        return _record.seal(_record.record_text(_data(configmaps, record_name)), text, policy)
+    except InputError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+def sharing_undo_plan(configmaps, record_name, policy, values, nodes, owned=None):
+    """What to write to put back the record's earlier values (``None`` when the cluster holds no record).
+
+    ``owned`` names the ConfigMaps the role writes (``None``: the record's names are not limited; the role passes them).
+    Everything the undo's writes and waits need is computed here from the cluster's objects, before the first write:
+    ``mig_reset_expected`` is what each node asked back to ``all-disabled`` shows with every GPU whole, under the
+    device-plugin config, default and MIG strategy the ClusterPolicy names now.
+    """
     data = _data(configmaps, record_name)
     if data is None:
         return None
     try:
-        record = _record.load(data, "ConfigMap %s" % record_name)
-        return dict(_record.undo_plan(record, policy, values, {item["metadata"]["name"]: item.get("data") or {} for item in configmaps or []}, nodes),
-                    via=(record.get("policy") or {}).get("via"))
+        if not policy:
+            raise InputError("ClusterPolicy", "is gone, so the seal of ConfigMap %s cannot be checked" % record_name,
+                             "restore the ClusterPolicy (the GPU Operator's release), then undo; nothing was written")
+        record = _record.load(data, "ConfigMap %s" % record_name, policy, _owned_record_scope(owned) if owned is not None else None)
+        current = {item["metadata"]["name"]: item.get("data") or {} for item in configmaps or []}
+        plan = _record.undo_plan(record, policy, values, current, nodes)
+        plan["mig_reset_expected"] = _mig_reset_expected(plan["mig_reset"], policy, current) if plan["mig_reset"] else {}
+        return dict(plan, via=(record.get("policy") or {}).get("via"))
     except InputError as exc:
         raise AnsibleFilterError(str(exc)) from None
+
+
+def _mig_reset_expected(entries, policy, configmaps):
+    spec = (policy or {}).get("spec") or {}
+    plugin = (spec.get("devicePlugin") or {}).get("config") or {}
+    name, default = plugin.get("name"), plugin.get("default")
+    strategy = (spec.get("mig") or {}).get("strategy") or "single"
+    if name not in configmaps:
+        raise InputError("ClusterPolicy spec.devicePlugin.config.name", "names ConfigMap %r, which the operator's namespace lacks" % (name,),
+                         "put the ClusterPolicy's device-plugin config back in place before the undo; nothing was written")
+    configs = {key: text for key, text in configmaps[name].items()}
+    return sharing_mig_reset_expected(entries, configs, strategy, default)
 
 
 def sharing_mig_reset_expected(entries, configs, strategy, default_config):
@@ -70,6 +115,7 @@ class FilterModule:
     def filters(self):
         return {
             "sharing_record": sharing_record,
+            "sharing_record_seal": sharing_record_seal,
             "sharing_undo_plan": sharing_undo_plan,
             "sharing_mig_reset_expected": sharing_mig_reset_expected,
             "sharing_chart_version": sharing_chart_version,

@@ -58,6 +58,7 @@ __all__ = [
     "MIG_CONFIG_LABEL",
     "MIG_STATE_LABEL",
     "OperatorError",
+    "POLICY_PATHS",
     "apply_layout",
     "cluster_policy_patch",
     "compare",
@@ -332,8 +333,14 @@ def predict(node, configs, strategy="mixed", default_product=None, default_confi
 # --------------------------------------------------------------------------
 
 
+# Every ClusterPolicy field the collection sets (the leaves of cluster_policy_patch): the configure-only role's undo
+# puts back these and no other (sharing_record refuses a record naming another).
+POLICY_PATHS = (("devicePlugin", "config", "name"), ("devicePlugin", "config", "default"), ("mig", "strategy"),
+                ("migManager", "config", "name"), ("migManager", "config", "default"))
+
+
 def cluster_policy_patch(device_plugin_configmap, default_config, strategy, mig_parted_configmap, default_layout=ALL_DISABLED):
-    """The merge patch pointing a ClusterPolicy at the collection's ConfigMaps (validated)."""
+    """The merge patch pointing a ClusterPolicy at the collection's ConfigMaps (validated); it sets :data:`POLICY_PATHS`."""
     for path, value in (
         ("gpushare_device_plugin_configmap", device_plugin_configmap),
         ("gpushare_operator_default_config", default_config),

@@ -27,14 +27,16 @@ the values it holds are always those from before the collection touched them:
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 
 from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_names as _names
 from ansible_collections.gpushare.k8s.plugins.module_utils import node_pools as _pools
-from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
+from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError, is_int
+from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_operator import POLICY_PATHS
 
-__all__ = ["RecordError", "RECORD_KEY", "OWNED_LABELS", "load", "dump", "extend", "undo_plan", "helm_release", "merged_values",
-           "chart_version"]
+__all__ = ["RecordError", "RECORD_KEY", "OWNED_LABELS", "SEAL_ANNOTATION", "load", "dump", "extend", "undo_plan", "helm_release",
+           "merged_values", "chart_version", "seal", "record_text"]
 
 RECORD_KEY = "record.json"
 RECORD_VERSION = 1
@@ -44,28 +46,254 @@ MIG_CONFIG_LABEL = _names.MIG_CONFIG_LABEL
 ALL_DISABLED = "all-disabled"
 HELM_RELEASE_ANNOTATION = "meta.helm.sh/release-name"
 HELM_NAMESPACE_ANNOTATION = "meta.helm.sh/release-namespace"
+# The seal: an annotation on the ClusterPolicy (``{"sha256": <record text's>, "previous": <the text's before, or "">}``),
+# written by the role just before each write of the record. A record is used only when its text has one of the two
+# digests: whoever may create ConfigMaps in the operator's namespace (the lab's ServiceAccount, say) but not patch the
+# ClusterPolicy cannot plant or edit a record the undo would act on. ``previous`` admits the record of a run stopped
+# between the seal and the record write.
+SEAL_ANNOTATION = "gpushare.k8s/sharing-record"
+# Bounds of what a record may hold (a record is read back from the cluster: untrusted input).
+_MAX_TEXT = 256
+_MAX_GPUS = 4096
+_CONFIGMAP_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._")
 
 
 class RecordError(InputError):
     """A record that cannot be read or used. ``str(error)`` is ``"<path>: <problem>. Fix: <fix>"``."""
 
 
-def load(data, where="the record ConfigMap"):
-    """The record in a ConfigMap's ``data`` (``None`` or no key: an empty record)."""
-    text = (data or {}).get(RECORD_KEY)
+def record_text(data):
+    """The record's text in a ConfigMap's ``data`` (``None``: no record)."""
+    return (data or {}).get(RECORD_KEY)
+
+
+def _digest(text):
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _seal_of(policy):
+    """The ClusterPolicy's seal as ``(sha256, previous)``, ``None`` when it has none; a malformed one raises."""
+    annotations = ((policy or {}).get("metadata") or {}).get("annotations") or {}
+    text = annotations.get(SEAL_ANNOTATION)
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        value = None
+    hexdigits = set("0123456789abcdef")
+    if (not isinstance(value, dict) or set(value) != {"sha256", "previous"}
+            or not all(isinstance(v, str) and len(v) in ((64, 0) if k == "previous" else (64,)) and set(v) <= hexdigits for k, v in value.items())):
+        raise RecordError("ClusterPolicy annotation %s" % SEAL_ANNOTATION, "is not a seal the collection writes (%s)" % _quote(text),
+                          "remove the annotation (kubectl annotate clusterpolicy <name> %s-); the record it sealed can then no longer "
+                          "be used" % SEAL_ANNOTATION)
+    return value["sha256"], value["previous"]
+
+
+def seal(current_text, new_text, policy=None):
+    """The seal annotation's value for ``new_text`` replacing ``current_text`` (``None``: no record yet).
+
+    Unchanged text under a valid seal keeps that seal (a re-run writes nothing).
+    """
+    if current_text == new_text and policy is not None:
+        held = _seal_of(policy)
+        if held is not None and held[0] == _digest(new_text):
+            return ((policy.get("metadata") or {}).get("annotations") or {})[SEAL_ANNOTATION]
+    return json.dumps({"sha256": _digest(new_text), "previous": _digest(current_text) if current_text is not None else ""}, sort_keys=True)
+
+
+def _quote(text, limit=80):
+    """Text read from the cluster, safe to put in a message: JSON-quoted (control characters escaped), cut to ``limit``."""
+    text = str(text)
+    return json.dumps(text[:limit] + ("..." if len(text) > limit else ""))
+
+
+def load(data, where="the record ConfigMap", policy=None, configmaps=None):
+    """The record in a ConfigMap's ``data`` (``None`` or no key: an empty record), validated.
+
+    With ``policy`` (the ClusterPolicy object as read) the record must carry its seal (:data:`SEAL_ANNOTATION`) and a
+    Helm release it names must be the one the ClusterPolicy's own annotations name; ``configmaps`` maps each ConfigMap
+    name the role may write to the keys it may write there (``None``: any key). The record is checked against what
+    the collection itself writes: the ClusterPolicy fields of :data:`POLICY_PATHS`, the labels of
+    :data:`OWNED_LABELS`, node names, GPU counts and products as the model gives them. Anything else is refused
+    naming the field, before a caller writes anything.
+    """
+    text = record_text(data)
     if text is None:
         return _empty()
+    field = "%s %s" % (where, RECORD_KEY)
+    if not isinstance(text, str):
+        raise RecordError(field, "is not text", "delete the record ConfigMap")
+    if policy is not None:
+        held = _seal_of(policy)
+        if held is None:
+            raise RecordError(field, "carries no seal: the ClusterPolicy has no %s annotation, so the collection did not write this "
+                              "record (or a version before the seal did)" % SEAL_ANNOTATION,
+                              "find out who created the ConfigMap; if the collection did not, delete it (kubectl -n <namespace> delete "
+                              "configmap <record>): nothing of it is used, and the next run records the cluster as it is")
+        if _digest(text) not in held:
+            raise RecordError(field, "was changed after the collection wrote it: its digest is not the one the ClusterPolicy's %s "
+                              "annotation holds" % SEAL_ANNOTATION,
+                              "restore the record from a backup, or delete it and the annotation (the undo can then no longer put "
+                              "back the earlier values)")
     try:
         record = json.loads(text)
     except ValueError as exc:
-        raise RecordError("%s %s" % (where, RECORD_KEY), "is not JSON (%s)" % exc,
+        raise RecordError(field, "is not JSON (%s)" % exc,
                           "restore it from a backup, or delete it (then undo can no longer put back the earlier values)") from None
     if not isinstance(record, dict) or record.get("version") != RECORD_VERSION:
-        raise RecordError("%s %s" % (where, RECORD_KEY), "is not a version %d record" % RECORD_VERSION,
-                          "use the collection version that wrote it")
+        raise RecordError(field, "is not a version %d record" % RECORD_VERSION, "use the collection version that wrote it")
     for key, default in _empty().items():
         record.setdefault(key, default)
+    _validate(record, field, policy, configmaps)
     return record
+
+
+def _fail(field, problem):
+    raise RecordError(field, problem, "the collection never writes such a record: delete it (kubectl -n <namespace> delete configmap "
+                                      "<record>) and check who can write ConfigMaps in the operator's namespace")
+
+
+def _keys(value, field, allowed, required=()):
+    if not isinstance(value, dict):
+        _fail(field, "is not a mapping")
+    extra = sorted(str(key) for key in value if key not in allowed)
+    if extra:
+        _fail(field, "has fields the collection does not write: %s" % ", ".join(_quote(key) for key in extra))
+    missing = [key for key in required if key not in value]
+    if missing:
+        _fail(field, "lacks %s" % ", ".join(missing))
+
+
+def _short_text(value, field, allow_none=True):
+    if value is None and allow_none:
+        return
+    if not isinstance(value, str) or len(value) > _MAX_TEXT:
+        _fail(field, "is not a text of at most %d characters" % _MAX_TEXT)
+
+
+def _label_value(value, field):
+    if value is None:
+        return
+    if not isinstance(value, str) or len(value) > 63 or not _names.LABEL_VALUE_RE.fullmatch(value):
+        _fail(field, "%s is not a label value" % _quote(value))
+
+
+def _nvidia_key(key, field):
+    if not isinstance(key, str) or not key.startswith(_names.PREFIX) or len(key) > 63 + len(_names.PREFIX) \
+            or not _names.LABEL_NAME_RE.fullmatch(key[len(_names.PREFIX):]):
+        _fail(field, "%s is not an %s* name" % (_quote(key), _names.PREFIX))
+
+
+def _validate_policy(recorded, field, policy):
+    if recorded is None:
+        return
+    _keys(recorded, field, ("via", "fields", "release"), ("via", "fields"))
+    via = recorded["via"]
+    if via not in ("patch", "helm"):
+        _fail(field + ".via", "%s is neither patch nor helm" % _quote(via))
+    if via == "helm":
+        release = recorded.get("release")
+        _keys(release, field + ".release", ("name", "namespace"), ("name", "namespace"))
+        for key in ("name", "namespace"):
+            if not isinstance(release[key], str) or len(release[key]) > 253 or not _names.DNS_SUBDOMAIN_RE.fullmatch(release[key]):
+                _fail("%s.release.%s" % (field, key), "%s is not a Helm release %s" % (_quote(release[key]), key))
+        if policy is not None and helm_release(policy) != release:
+            owner = helm_release(policy)
+            raise RecordError(field + ".release", "names Helm release %s/%s, but the ClusterPolicy belongs to %s" % (
+                _quote(release["namespace"]), _quote(release["name"]),
+                "%s/%s" % (_quote(owner["namespace"]), _quote(owner["name"])) if owner else "no Helm release"),
+                "the undo changes only the release that owns the ClusterPolicy: put the ClusterPolicy back under that release, or "
+                "delete the record and its seal and restore the values by hand")
+    elif "release" in recorded:
+        _fail(field + ".release", "is set for a patch record")
+    fields = recorded["fields"]
+    if not isinstance(fields, list):
+        _fail(field + ".fields", "is not a list")
+    seen = set()
+    for index, entry in enumerate(fields):
+        where = "%s.fields[%d]" % (field, index)
+        if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], list):
+            _fail(where, "is not a [path, value] pair")
+        path, value = tuple(entry[0]), entry[1]
+        full = [known for known in POLICY_PATHS if known[:len(path)] == path] if path else []
+        if not full:
+            _fail(where, "names spec.%s, which the collection never sets (it sets %s)" % (
+                ".".join(_quote(key) for key in path), ", ".join("spec." + ".".join(known) for known in POLICY_PATHS)))
+        if path in seen:
+            _fail(where, "names spec.%s twice" % ".".join(path))
+        seen.add(path)
+        if path not in POLICY_PATHS and value is not None:
+            _fail(where, "gives spec.%s a value: a level above a field the collection sets is recorded only as absent (null)" % ".".join(path))
+        if value is not None and not isinstance(value, (str, bool, int, float)):
+            _fail(where, "gives spec.%s a %s: the fields the collection sets hold a name or a strategy" % (".".join(path), type(value).__name__))
+        if isinstance(value, str):
+            _short_text(value, where)
+
+
+def _validate_configmaps(recorded, field, configmaps):
+    if not isinstance(recorded, dict):
+        _fail(field, "is not a mapping")
+    for name, entry in recorded.items():
+        where = "%s.%s" % (field, name)
+        if configmaps is not None and name not in configmaps:
+            _fail(field, "names ConfigMap %s, which the collection does not write (it writes %s)" % (
+                _quote(name), ", ".join(sorted(configmaps))))
+        if not isinstance(name, str) or len(name) > 253 or not _names.DNS_SUBDOMAIN_RE.fullmatch(name):
+            _fail(field, "%s is not a ConfigMap name" % _quote(name))
+        _keys(entry, where, ("created", "keys"), ("created",))
+        if not isinstance(entry["created"], bool):
+            _fail(where + ".created", "is not true or false")
+        if entry["created"] and "keys" in entry:
+            _fail(where + ".keys", "is set for a ConfigMap the collection created")
+        keys = entry.get("keys", {})
+        if not isinstance(keys, dict):
+            _fail(where + ".keys", "is not a mapping")
+        allowed = configmaps.get(name) if configmaps is not None else None
+        for key, value in keys.items():
+            if not isinstance(key, str) or not key or len(key) > 253 or not set(key) <= _CONFIGMAP_KEY_CHARS:
+                _fail(where + ".keys", "%s is not a ConfigMap key" % _quote(key))
+            if allowed is not None and key not in allowed:
+                _fail(where + ".keys", "names key %s, which the collection does not write there" % _quote(key))
+            if value is not None and not isinstance(value, str):
+                _fail("%s.keys.%s" % (where, key), "is neither text nor null")
+
+
+def _validate_nodes(recorded, field):
+    if not isinstance(recorded, dict):
+        _fail(field, "is not a mapping")
+    for name, entry in recorded.items():
+        if not isinstance(name, str) or len(name) > 253 or not _names.DNS_SUBDOMAIN_RE.fullmatch(name):
+            _fail(field, "%s is not a node name" % _quote(name))
+        where = "%s.%s" % (field, name)
+        _keys(entry, where, ("resources", "labels", "owned", "gpus", "product", "baseline"), ("resources", "labels", "owned", "gpus", "product"))
+        owned = entry["owned"]
+        _keys(owned, where + ".owned", OWNED_LABELS)
+        for key, value in owned.items():
+            _label_value(value, "%s.owned.%s" % (where, key))
+        gpus = entry["gpus"]
+        if not is_int(gpus) or not 0 <= gpus <= _MAX_GPUS:
+            _fail(where + ".gpus", "%s is not a GPU count (0 to %d)" % (_quote(gpus), _MAX_GPUS))
+        _label_value(entry["product"], where + ".product")
+        if not isinstance(entry.get("baseline", True), bool):
+            _fail(where + ".baseline", "is not true or false")
+        for part in ("resources", "labels"):
+            values = entry[part]
+            if not isinstance(values, dict):
+                _fail("%s.%s" % (where, part), "is not a mapping")
+            for key, value in values.items():
+                _nvidia_key(key, "%s.%s" % (where, part))
+                if part == "labels":
+                    _label_value(value, "%s.labels.%s" % (where, key))
+                else:
+                    _short_text(value, "%s.resources.%s" % (where, key), allow_none=False)
+
+
+def _validate(record, field, policy, configmaps):
+    _keys(record, field, ("version", "policy", "configmaps", "nodes"))
+    _validate_policy(record["policy"], field + " policy", policy)
+    _validate_configmaps(record["configmaps"], field + " configmaps", configmaps)
+    _validate_nodes(record["nodes"], field + " nodes")
 
 
 def dump(record):
@@ -256,6 +484,12 @@ def undo_plan(record, policy, values, configmaps, nodes):
     for name, entry in sorted(record.get("nodes", {}).items()):
         if name not in present:
             continue
+        labels = (present[name].get("metadata") or {}).get("labels") or {}
+        if not (_pools.node_gpus(present[name])[0] or _advertised(present[name], lambda key: False)["resources"]
+                or any(key in labels for key in OWNED_LABELS)):
+            raise RecordError("record nodes.%s" % name, "names a node with no GPU and none of the labels the collection writes (%s): "
+                              "the collection never configured it" % ", ".join(OWNED_LABELS),
+                              "delete the record and its seal; nothing was written")
         layout = ((present[name].get("metadata") or {}).get("labels") or {}).get(MIG_CONFIG_LABEL)
         earlier = entry["owned"].get(MIG_CONFIG_LABEL)
         if layout and layout != earlier and earlier in (None, ALL_DISABLED):

@@ -39,7 +39,7 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from conftest import REPO, subprocess_env
 from reliability import LAB_VARS, OwnCluster
 from ansible_collections.gpushare.k8s.plugins.filter.gpu_operator import gpu_operator_policy_patch
-from ansible_collections.gpushare.k8s.plugins.filter.sharing import sharing_record, sharing_undo_plan
+from ansible_collections.gpushare.k8s.plugins.filter.sharing import sharing_record, sharing_record_seal, sharing_undo_plan
 from ansible_collections.gpushare.k8s.plugins.module_utils.sharing_record import RECORD_KEY
 
 pytestmark = pytest.mark.slow
@@ -292,9 +292,14 @@ def test_the_collection_patch_is_stored_field_by_field_and_its_undo_puts_the_spe
 
     # the gpu_sharing role's undo: its record of the earlier values, then the merge patch that puts them back
     record = sharing_record([], RECORD, {"spec": before}, patch, "patch", {}, [], [])
-    plan = sharing_undo_plan([{"metadata": {"name": RECORD}, "data": {RECORD_KEY: record}}], RECORD, {"spec": after}, None, [])
+    plan = sharing_undo_plan([{"metadata": {"name": RECORD}, "data": {RECORD_KEY: record}}], RECORD, _sealed(after, record), None, [])
     policies.patch(body=_policy(plan["policy_patch"]["spec"]), name=POLICY, content_type="application/merge-patch+json")
     assert _stored_spec(policies) == before, plan
+
+
+def _sealed(spec, record):
+    """The ClusterPolicy as the role leaves it: ``spec``, and the seal of ``record`` it wrote before the record."""
+    return {"metadata": {"name": POLICY, "annotations": {"gpushare.k8s/sharing-record": sharing_record_seal([], RECORD, {}, record)}}, "spec": spec}
 
 
 def test_the_undo_for_a_policy_created_as_the_lab_did_before_removes_a_required_field(policies, created):
@@ -303,7 +308,7 @@ def test_the_undo_for_a_policy_created_as_the_lab_did_before_removes_a_required_
     with the required fields, as the lab_cluster role now does, the undo removes devicePlugin.config alone (above)."""
     patch = gpu_operator_policy_patch(*PATCH_INPUTS)
     record = sharing_record([], RECORD, {"spec": copy.deepcopy(LAB_CREATED_SPEC)}, patch, "patch", {}, [], [])
-    plan = sharing_undo_plan([{"metadata": {"name": RECORD}, "data": {RECORD_KEY: record}}], RECORD, {"spec": created}, None, [])
+    plan = sharing_undo_plan([{"metadata": {"name": RECORD}, "data": {RECORD_KEY: record}}], RECORD, _sealed(created, record), None, [])
     assert plan["policy_patch"]["spec"]["devicePlugin"] is None, plan
     refused = _refusal(lambda: policies.patch(body=_policy(plan["policy_patch"]["spec"]), name=POLICY, dry_run="All",
                                               content_type="application/merge-patch+json"))

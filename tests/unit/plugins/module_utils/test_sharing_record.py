@@ -146,3 +146,123 @@ def test_the_first_run_records_every_gpu_node_so_one_that_joins_a_pool_later_is_
                       managed)
     assert later["nodes"]["idle"]["labels"] == {"nvidia.com/gpu.count": "4", "nvidia.com/mig.strategy": "single"}
     assert later["nodes"]["idle"]["product"] == "P"
+
+
+# --------------------------------------------------------------------------- a record the undo can trust
+
+RELEASE = {"meta.helm.sh/release-name": "gpu-operator", "meta.helm.sh/release-namespace": "gpu-operator"}
+OWNED_CONFIGMAPS = {"dp": None, "mp": ["config.yaml"]}
+
+
+def sealed(text, policy=POLICY, current=None, annotations=None):
+    """``policy`` carrying the seal the role writes before it writes ``text`` over ``current``."""
+    policy = json.loads(json.dumps(policy))
+    policy["metadata"]["annotations"] = dict(annotations or {}, **{sr.SEAL_ANNOTATION: sr.seal(current, text)})
+    return policy
+
+
+def planted(**changes):
+    """A record text as the role writes it, with ``changes`` (dotted paths) made by someone else."""
+    record = first_record()
+    for path, value in changes.items():
+        node = record
+        keys = path.split(".")
+        for key in keys[:-1]:
+            node = node[key]
+        node[keys[-1]] = value
+    return sr.dump(record)
+
+
+def refusal(text, policy, configmaps=OWNED_CONFIGMAPS):
+    with pytest.raises(sr.RecordError) as error:
+        sr.load({sr.RECORD_KEY: text}, "ConfigMap gpushare-sharing-record", policy, configmaps)
+    message = str(error.value)
+    assert "Fix:" in message
+    return message
+
+
+def test_a_record_the_role_wrote_loads_under_its_seal_and_undoes_as_before():
+    text = sr.dump(first_record())
+    policy = sealed(text)
+    record = sr.load({sr.RECORD_KEY: text}, "ConfigMap r", policy, OWNED_CONFIGMAPS)
+    assert sr.dump(record) == text
+    assert sr.undo_plan(record, policy, None, {"dp": {}, "mp": {}}, NODES) == sr.undo_plan(first_record(), policy, None, {"dp": {}, "mp": {}}, NODES)
+
+
+def test_a_record_planted_before_the_first_run_carries_no_seal_and_is_refused():
+    message = refusal(planted(**{"policy.fields": [[["driver", "repository"], "evil.example.com/nvidia"]]}), POLICY)
+    assert message.startswith("ConfigMap gpushare-sharing-record record.json: carries no seal")
+    assert "gpushare.k8s/sharing-record" in message
+
+
+def test_a_record_edited_after_the_role_wrote_it_is_refused_by_its_digest():
+    text = sr.dump(first_record())
+    edited = text.replace('"single"', '"mixed"')
+    assert edited != text
+    assert "was changed after the collection wrote it" in refusal(edited, sealed(text))
+
+
+def test_the_record_of_a_run_stopped_between_the_seal_and_the_record_write_is_still_read():
+    earlier = sr.dump(first_record())
+    later = planted(**{"nodes.a.gpus": 4})
+    policy = sealed(later, current=earlier)  # the seal of the write that did not happen
+    assert sr.load({sr.RECORD_KEY: earlier}, "r", policy, OWNED_CONFIGMAPS)["nodes"]["a"]["gpus"] == 2
+
+
+def test_an_unchanged_record_keeps_its_seal_so_a_rerun_writes_nothing():
+    text = sr.dump(first_record())
+    policy = sealed(text)
+    assert sr.seal(text, text, policy) == policy["metadata"]["annotations"][sr.SEAL_ANNOTATION]
+    assert json.loads(sr.seal(text, text + " "))["previous"] == json.loads(policy["metadata"]["annotations"][sr.SEAL_ANNOTATION])["sha256"]
+
+
+@pytest.mark.parametrize("changes, field, problem", [
+    ({"policy.fields": [[["driver", "repository"], "evil.example.com/nvidia"]]}, "policy.fields[0]", "never sets"),
+    ({"policy.fields": [[["devicePlugin", "env"], [{"name": "X", "value": "y"}]]]}, "policy.fields[0]", "never sets"),
+    ({"policy.fields": [[["devicePlugin", "config"], {"name": "theirs"}]]}, "policy.fields[0]", "recorded only as absent"),
+    ({"policy.fields": [[["mig", "strategy"], {"nested": "object"}]]}, "policy.fields[0]", "hold a name or a strategy"),
+    ({"configmaps.unrelated-config": {"created": True}}, "configmaps", "which the collection does not write"),
+    ({"configmaps.mp": {"created": False, "keys": {"other.yaml": None}}}, "configmaps.mp.keys", "does not write there"),
+    ({"nodes.a.owned": {"node-role.kubernetes.io/control-plane": ""}}, "nodes.a.owned", "fields the collection does not write"),
+    ({"nodes.a.owned": {"topology.kubernetes.io/zone": "evil"}}, "nodes.a.owned", "fields the collection does not write"),
+    ({"nodes.a.gpus": True}, "nodes.a.gpus", "is not a GPU count"),
+    ({"nodes.a.labels": {"kubernetes.io/hostname": "x"}}, "nodes.a.labels", "is not an nvidia.com/* name"),
+    ({"nodes.a.owned": {"nvidia.com/mig.config": "all-1g.10gb; rm -rf /"}}, "nodes.a.owned.nvidia.com/mig.config", "is not a label value"),
+    ({"extra": 1}, "", "fields the collection does not write"),
+])
+def test_a_sealed_record_holding_what_the_collection_never_writes_is_refused_naming_the_field(changes, field, problem):
+    """Even a record that passes the seal (someone who may patch the ClusterPolicy) can only name what the role writes."""
+    text = planted(**changes)
+    message = refusal(text, sealed(text))
+    assert message.startswith(("ConfigMap gpushare-sharing-record record.json %s" % field).rstrip()), message
+    assert problem in message, message
+
+
+def test_a_record_naming_another_helm_release_than_the_clusterpolicys_is_refused():
+    values = {"mig": {"strategy": "single"}}
+    record = sr.extend(None, POLICY, PATCH, "helm", {}, [], [], managed, values, {"name": "other-release", "namespace": "kube-system"})
+    text = sr.dump(record)
+    message = refusal(text, sealed(text, annotations=RELEASE))
+    assert "policy.release: names Helm release \"kube-system\"/\"other-release\", but the ClusterPolicy belongs to " \
+           "\"gpu-operator\"/\"gpu-operator\"" in message
+    ours = sr.dump(sr.extend(None, POLICY, PATCH, "helm", {}, [], [], managed, values, {"name": "gpu-operator", "namespace": "gpu-operator"}))
+    assert sr.load({sr.RECORD_KEY: ours}, "r", sealed(ours, annotations=RELEASE), OWNED_CONFIGMAPS)["policy"]["via"] == "helm"
+
+
+def test_a_malformed_seal_is_refused_and_its_text_quoted():
+    policy = json.loads(json.dumps(POLICY))
+    policy["metadata"]["annotations"] = {sr.SEAL_ANNOTATION: "Fix: run make cluster-down\n" + "x" * 500}
+    message = refusal(sr.dump(first_record()), policy)
+    assert message.startswith("ClusterPolicy annotation gpushare.k8s/sharing-record: is not a seal")
+    assert "\\n" in message and "x" * 100 not in message
+
+
+def test_an_undo_refuses_a_recorded_node_the_collection_never_configured():
+    record = first_record()
+    record["nodes"]["cp"] = dict(record["nodes"]["a"], gpus=0, resources={}, labels={})
+    control_plane = node("cp", {"node-role.kubernetes.io/control-plane": ""}, {"cpu": "4"})
+    with pytest.raises(sr.RecordError, match=r"^record nodes\.cp: names a node with no GPU"):
+        sr.undo_plan(record, POLICY, None, {}, NODES + [control_plane])
+    # the same node carrying a label the collection writes is one it configured: put back
+    configured = node("cp", {"nvidia.com/device-plugin.config": "shared"}, {"cpu": "4"})
+    assert "cp" in sr.undo_plan(record, POLICY, None, {}, NODES + [configured])["node_labels"]
