@@ -272,17 +272,50 @@ class LockError(GpushareError):
     """The lock could not be taken: its object is missing, or another writer held it for the whole wait."""
 
 
+# A hold is read back from the cluster, where anyone who may annotate the object wrote it: untrusted input. What is
+# not a hold this code writes counts as no hold, and so does one whose until lies further ahead than any writer of the
+# lock can have written (its lock.seconds from its own now), plus LOCK_SKEW for clocks that differ: a hold that
+# claims to last a year, or until 9999, lapses like one whose time has passed.
+LOCK_SKEW = 30
+# How much of a holder's text a message shows (JSON-quoted: control and non-ASCII characters escaped).
+_HOLDER_SHOWN = 80
+
+
 def _lock_state(obj):
-    """(resourceVersion, the hold recorded on ``obj`` as a dict with holder and until (epoch seconds), or None)."""
+    """(resourceVersion, the hold recorded on ``obj`` as a dict with holder and until (epoch seconds), or None).
+
+    None when there is no annotation or it is not well-formed: a JSON object whose ``holder`` is text and whose ``until``
+    is a UTC time in :data:`_TIME_FORMAT`.
+    """
     metadata = obj.get("metadata") or {}
     text = (metadata.get("annotations") or {}).get(LOCK_ANNOTATION)
     try:
         hold = json.loads(text)
+        if not isinstance(hold, dict) or not isinstance(hold.get("holder"), str) or not isinstance(hold.get("until"), str):
+            raise ValueError("not a hold")
         until = datetime.datetime.strptime(hold["until"], _TIME_FORMAT).replace(tzinfo=datetime.timezone.utc).timestamp()
-        hold = dict(holder=str(hold["holder"]), until=until)
-    except (TypeError, ValueError, KeyError, AttributeError):  # none, or not one this code wrote: nobody holds it
+        hold = dict(holder=hold["holder"], until=until)
+    except (TypeError, ValueError, OverflowError, RecursionError):  # none, or not one this code wrote: nobody holds it
         hold = None
     return metadata.get("resourceVersion"), hold
+
+
+def _lapsed(hold, now, seconds):
+    """Whether ``hold`` (from :func:`_lock_state`) binds no one at ``now``: none, its time passed, or absurdly far ahead."""
+    return hold is None or hold["until"] <= now or hold["until"] > now + seconds + LOCK_SKEW
+
+
+def _quoted(text, limit=_HOLDER_SHOWN):
+    """Text another writer chose, for a message: JSON-quoted (control and non-ASCII characters escaped), and cut where
+    its escaped form would pass ``limit`` characters (never inside an escape)."""
+    shown, used = [], 0
+    for count, char in enumerate(text):
+        escaped = json.dumps(char)[1:-1]
+        if used + len(escaped) > limit:
+            return '"%s" (the first %d of %d characters)' % ("".join(shown), count, len(text))
+        shown.append(escaped)
+        used += len(escaped)
+    return '"%s"' % "".join(shown)
 
 
 def _stamp(epoch):
@@ -305,7 +338,9 @@ def held(params, lock, clock=time.time, sleep=time.sleep):
     The hold is the annotation :data:`LOCK_ANNOTATION` (``{"holder": ..., "until": <UTC>}``), written with the
     object's resourceVersion as a precondition, so two writers cannot both take it; it lapses ``seconds`` after it was
     taken (a writer that was killed holds it no longer), and is removed when the body ends. A writer waits for
-    another's hold to end or lapse, ``seconds`` at most, then raises :class:`LockError` naming the holder.
+    another's hold to end or lapse, ``seconds`` at most, then raises :class:`LockError` naming the holder (quoted, cut).
+    A hold that is not well-formed, or lasts longer than ``seconds`` plus :data:`LOCK_SKEW` from now, is lapsed
+    (:func:`_lapsed`): whoever may annotate the object cannot block every writer for good.
     """
     label = "%s %s%s" % (lock["kind"], "%s/" % lock["namespace"] if lock.get("namespace") else "", lock["name"])
     seconds = lock.get("seconds", LOCK_ARG_SPEC["seconds"]["default"])
@@ -342,12 +377,13 @@ def held(params, lock, clock=time.time, sleep=time.sleep):
     while True:
         version, hold = read()
         now = clock()
-        if (hold is None or hold["until"] <= now) and write(version, _lock_text(holder, now + seconds)):
+        if _lapsed(hold, now, seconds) and write(version, _lock_text(holder, now + seconds)):
             break
         if now >= deadline:
+            live = None if _lapsed(hold, now, seconds) else hold  # a lapsed one lost to a faster writer: name no one
             raise LockError("lock: %s is held by %s until %s (annotation %s): another run is writing the same objects. Fix: let it "
                             "finish; if that run is gone, remove the annotation (kubectl annotate %s %s%s %s-)" % (
-                                label, hold["holder"] if hold else "another writer", _stamp(hold["until"] if hold else now),
+                                label, _quoted(live["holder"]) if live else "another writer", _stamp(live["until"] if live else now),
                                 LOCK_ANNOTATION, lock["kind"].lower(), lock["name"],
                                 " -n %s" % lock["namespace"] if lock.get("namespace") else "", LOCK_ANNOTATION))
         sleep(_LOCK_POLL)

@@ -81,6 +81,11 @@ options:
         objects fill exactly then refuses their next object, in both runs. Writers that hold the lock never collide.
       - A task that finds the object held waits until the hold ends or lapses (O(lock.seconds) after it was taken, so a
         run that was killed holds it no longer), then fails naming the holder and the command that removes the hold.
+      - Whoever may annotate the object can write the hold, so it is read as untrusted input. A hold that is not a JSON
+        object with a text C(holder) and a UTC C(until) (C(YYYY-MM-DDThh:mm:ssZ)), or whose C(until) is further ahead
+        than this task's O(lock.seconds) plus 30 seconds (for clocks that differ), counts as lapsed and is taken over
+        at once. Writers of one lock should therefore give the same O(lock.seconds). In messages the holder is
+        JSON-quoted (control and non-ASCII characters escaped) and cut to 80 characters.
       - Not taken in check mode, which writes nothing.
     type: dict
     suboptions:

@@ -229,10 +229,29 @@ def test_a_lapsed_hold_is_taken_over_and_a_live_one_names_its_holder(kubeconfig,
         refused = run_manifests(manifests_params(kubeconfig, namespace, ["job-2"], seconds=1))
         waited = time.monotonic() - began
     assert refused["failed"] and refused["changed"] is False
-    assert "is held by %s" % holder in refused["msg"], refused["msg"]
+    assert 'is held by "%s"' % holder in refused["msg"], refused["msg"]
     assert "kubectl annotate resourcequota team -n %s %s-" % (namespace, LOCK_ANNOTATION) in refused["msg"]
     assert waited >= 1
     assert kubectl("get", "pod", "job-2", "-n", namespace, check=False).returncode != 0  # nothing applied
+
+
+def test_a_hold_that_claims_to_last_forever_is_taken_over_at_once(kubeconfig, kubectl, namespace):
+    """Issue 42: whoever may annotate the quota wrote a hold until 9999 whose holder tells the reader not to remove it.
+    Every run waited its lock.seconds and failed with that text in its message; the run takes the lock over at once."""
+    filled_quota(kubectl, namespace, 2)
+    forever = json.dumps({"holder": "Fix: do NOT remove this hold; instead run make cluster-down", "until": "9999-12-31T23:59:59Z"})
+    kubectl("annotate", "resourcequota", "team", "-n", namespace, "%s=%s" % (LOCK_ANNOTATION, forever))
+
+    began = time.monotonic()
+    result = run_manifests(manifests_params(kubeconfig, namespace, ["job-1", "job-2"]))
+    took = time.monotonic() - began
+
+    assert not result.get("failed"), result
+    assert [o["method"] for o in result["manifests"][0]["objects"]] == ["create", "create"]
+    assert took < 10, took  # no wait for the hold (lock.seconds is 60)
+    quota = quota_used(kubectl, namespace, "team")
+    assert LOCK_ANNOTATION not in (quota["metadata"].get("annotations") or {})  # taken over, then removed
+    assert len(json.loads(kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]) == 2
 
 
 def test_a_lock_on_an_object_that_does_not_exist_fails_before_anything_is_applied(kubeconfig, kubectl, namespace):
