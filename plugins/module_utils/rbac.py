@@ -32,6 +32,7 @@ __all__ = [
     "check_dns_label",
     "check_dns_subdomain",
     "check_namespace",
+    "create_names_policy_name",
     "node_keys_policy_name",
     "object_drift",
     "rbac_manifest",
@@ -296,7 +297,8 @@ def _namespace_rules(s, namespace):
     rules = []
     lab_namespaces = _unique([s["lab_namespace"], s["team_namespace"]])
     if namespace == s["device_plugin_namespace"]:
-        rules.append(("Steps 1 and 7 (device_plugin_config): create the ConfigMap (a create cannot be limited to a name) ...",
+        rules.append(("Steps 1 and 7 (device_plugin_config): create the ConfigMap (a create cannot be limited to a name by RBAC: the "
+                      "administrator's create-names policy refuses any other name) ...",
                       _rule([""], ["configmaps"], ["create"])))
         rules.append(("... read it (step 2 checks the node labels against it too) and patch it (merging keys others added).",
                       _rule([""], ["configmaps"], ["get", "patch"], [s["device_plugin_configmap"]])))
@@ -400,6 +402,48 @@ def _node_keys_policy(s):
     ]
 
 
+def create_names_policy_name(service_account):
+    """Name of the administrator's ValidatingAdmissionPolicy that limits the names of what the ServiceAccount creates."""
+    return "%s-create-names" % service_account
+
+
+def _create_names_policy(s):
+    """The administrator's policy: RBAC cannot limit a create to names (``resourceNames`` does not apply to create), so
+    the ServiceAccount's creates of ConfigMaps in the device-plugin namespace are refused but for the ConfigMap it owns.
+
+    Without it the ServiceAccount could create any ConfigMap there: in operator mode the GPU Operator's namespace,
+    where a ConfigMap of another name (the configure-only role's record, say) would be read by another role."""
+    name = create_names_policy_name(s["service_account"])
+    user = "system:serviceaccount:%s:%s" % (s["namespace"], s["service_account"])
+    namespace, names = s["device_plugin_namespace"], [s["device_plugin_configmap"]]
+    names_cel = "[%s]" % ", ".join(_cel_string(item) for item in names)
+    spec = {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]},
+        ]},
+        "matchConditions": [{"name": "lab-service-account", "expression": "request.userInfo.username == %s" % _cel_string(user)}],
+        "validations": [{
+            "expression": "request.namespace != %s || object.metadata.?name.orValue('') in %s" % (_cel_string(namespace), names_cel),
+            "reason": "Forbidden",
+            "messageExpression": ("%s + ' may create only ConfigMap %s in namespace %s; this request creates ' + "
+                                  "object.metadata.?name.orValue('(a generated name)')" % (_cel_string(user), ", ".join(names), namespace)),
+        }],
+    }
+    policy = {"apiVersion": ADMISSION_VERSION, "kind": "ValidatingAdmissionPolicy", "metadata": _meta(name), "spec": spec}
+    binding = {
+        "apiVersion": ADMISSION_VERSION,
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": _meta(name),
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
+    }
+    return [
+        _Entry(policy, "Owned by the administrator: a create cannot be limited to names by RBAC, so this policy refuses the "
+                       "ServiceAccount's creates of ConfigMaps in %s but for %s." % (namespace, ", ".join(names))),
+        _Entry(binding),
+    ]
+
+
 def _entries(settings):
     s = validate_settings(settings)
     sa, sa_namespace = s["service_account"], s["namespace"]
@@ -421,6 +465,7 @@ def _entries(settings):
         entries.append(_role("Role", sa, namespace, _namespace_rules(s, namespace)))
         entries.append(_binding("RoleBinding", sa, namespace, "Role", sa, sa_namespace))
     entries.extend(_node_keys_policy(s))
+    entries.extend(_create_names_policy(s))
     if s["team_access"]:
         team, team_namespace = s["team_service_account"], s["team_namespace"]
         entries.append(_Entry({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(team, team_namespace)},

@@ -267,3 +267,76 @@ def test_undo_gives_back_what_kubectl_showed_before_the_first_run(cluster, inven
     assert again.returncode == 0 and recap(again)["changed"] == 0, tail(again)
     assert "this cluster holds no record of a configuring run" in output(again)
     assert kubectl_views(cluster) == cluster.pristine
+
+
+SEAL = "gpushare.k8s/sharing-record"
+RECORD_NAME = "gpushare-sharing-record"
+EMPTY_OWNED = {CONFIG_LABEL: None, MIG_LABEL: None, "nvidia.com/mig.config.state": None}
+
+
+def planted_record(policy=None, configmaps=None, nodes=None):
+    return json.dumps({"version": 1, "policy": policy, "configmaps": configmaps or {}, "nodes": nodes or {}}, sort_keys=True, indent=1)
+
+
+def gpu_node(owned=None):
+    return {"gpus": 2, "product": None, "resources": {}, "labels": {}, "baseline": True, "owned": dict(EMPTY_OWNED, **(owned or {}))}
+
+
+# The record an attacker with create on ConfigMaps of the operator's namespace plants before the first run (the issue's
+# reproduction), and three records naming what the collection never writes, each sealed as if the seal had been forged.
+PLANTED = {
+    "unsealed": (planted_record({"via": "patch", "fields": [[["driver", "repository"], "evil.example.com/nvidia"],
+                                                            [["devicePlugin", "env"], [{"name": "X", "value": "y"}]]]},
+                                {"unrelated-config": {"created": True}},
+                                {"lab-node-0": gpu_node({"node-role.kubernetes.io/control-plane": "", "topology.kubernetes.io/zone": "x"})}),
+                 False, "record.json: carries no seal"),
+    "foreign-configmap": (planted_record(configmaps={"unrelated-config": {"created": True}}), True,
+                          "record.json configmaps: names ConfigMap \"unrelated-config\", which the collection does not write"),
+    "foreign-node": (planted_record(nodes={"dra-node-0": gpu_node()}), True, "record nodes.dra-node-0: names a node with no GPU"),
+    "foreign-release": (planted_record({"via": "helm", "release": {"name": "other", "namespace": "kube-system"},
+                                       "fields": [[["mig", "strategy"], "single"]]}), True,
+                        "record.json policy.release: names Helm release \"kube-system\"/\"other\", but the ClusterPolicy belongs to no Helm release"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PLANTED))
+def test_a_record_the_collection_did_not_write_is_refused_before_any_write(cluster, inventory, case):
+    """After the undo (no record on the cluster): a planted record stops both the undo and a configuring run, naming the
+    field, and kubectl shows nothing changed. The seal of the sealed variants is computed here (hashlib), not by the role."""
+    import hashlib
+
+    text, seal, message = PLANTED[case]
+    core = cluster.core
+    custom = client.CustomObjectsApi(core.api_client)
+    core.create_namespaced_config_map("gpu-operator", {"metadata": {"name": RECORD_NAME}, "data": {"record.json": text}})
+    try:
+        if seal:
+            value = json.dumps({"sha256": hashlib.sha256(text.encode()).hexdigest(), "previous": ""})
+            custom.patch_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "cluster-policy",
+                                               {"metadata": {"annotations": {SEAL: value}}})
+        planted_views = kubectl_views(cluster)
+        for args in (("-e", "gpushare_sharing_state=absent"), ()):
+            proc = run(cluster, inventory, *args)
+            assert proc.returncode != 0, tail(proc)
+            assert message in output(proc), tail(proc)
+            assert "Traceback" not in output(proc)
+            assert kubectl_views(cluster) == planted_views, "a refused record let the run write"
+    finally:
+        core.delete_namespaced_config_map(RECORD_NAME, "gpu-operator")
+        custom.patch_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "cluster-policy", {"metadata": {"annotations": {SEAL: None}}})
+    assert kubectl_views(cluster) == cluster.pristine
+
+
+def test_the_undo_needs_nothing_of_the_inventory_but_the_cluster(cluster, inventory, tmp_path):
+    """Configured by the README's inventory, undone with one whose configs lack the default name (the undo relabelled the
+    MIG node, then failed on the inventory: half undone): the undo reads what it needs from the record and the cluster."""
+    configured = run(cluster, inventory)
+    assert configured.returncode == 0, tail(configured)
+    user = yaml.safe_load(inventory.read_text())
+    configs = user["all"]["vars"]["gpushare_device_plugin_configs"]
+    user["all"]["vars"]["gpushare_device_plugin_configs"] = {"shared": configs["shared"]}
+    other = tmp_path / "gpu-cluster.yml"
+    other.write_text(yaml.safe_dump(user))
+    undone = run(cluster, other, "-e", "gpushare_sharing_state=absent")
+    assert undone.returncode == 0, tail(undone)
+    assert kubectl_views(cluster) == cluster.pristine

@@ -316,6 +316,31 @@ def test_node_writes_of_nvidia_keys_pass_and_the_policy_binds_only_the_service_a
 
 
 @pytest.mark.usefixtures("lab_as_sa")
+def test_the_service_account_creates_only_the_configmap_it_owns_in_the_device_plugin_namespace(lp):
+    """RBAC cannot limit a create to names; the administrator's create-names policy does. The ServiceAccount's create of
+    another ConfigMap there (a planted record for another role to read, say) is refused; in another namespace RBAC refuses."""
+    core = client.CoreV1Api(sa_api(lp))
+    create_names = f"{SA}-create-names"
+    planted = {"metadata": {"name": "gpushare-sharing-record"}, "data": {"record.json": "{}"}}
+
+    def refused_by_the_policy():
+        message = denied(lambda: core.create_namespaced_config_map(LAB_NS, planted))
+        return message if f"ValidatingAdmissionPolicy '{create_names}'" in message else None
+
+    message = wait_for(refused_by_the_policy, timeout=15, what="the create-names policy to refuse the create")
+    assert f"{SA_USER} may create only ConfigMap device-plugin-configs in namespace {LAB_NS}; this request creates " \
+           "gpushare-sharing-record" in message, message
+    generated = {"metadata": {"generateName": "planted-"}, "data": {}}
+    assert f"ValidatingAdmissionPolicy '{create_names}'" in denied(lambda: core.create_namespaced_config_map(LAB_NS, generated))
+    assert not [c for c in lp["core"].list_namespaced_config_map(LAB_NS).items if c.metadata.name != "device-plugin-configs"
+                and c.metadata.name != "kube-root-ca.crt"]
+    # its own ConfigMap the lab created; another user (the administrator) is not bound by the policy
+    assert lp["core"].read_namespaced_config_map("device-plugin-configs", LAB_NS).data
+    lp["core"].create_namespaced_config_map(LAB_NS, {"metadata": {"name": "lp-admin-probe"}, "data": {}})
+    lp["core"].delete_namespaced_config_map("lp-admin-probe", LAB_NS)
+
+
+@pytest.mark.usefixtures("lab_as_sa")
 def test_lists_are_scoped_to_the_lab_namespaces(lp):
     api = sa_api(lp)
     core, apps, batch = client.CoreV1Api(api), client.AppsV1Api(api), client.BatchV1Api(api)

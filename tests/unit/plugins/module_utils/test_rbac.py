@@ -41,6 +41,8 @@ def test_the_lab_rbac_objects():
         ("Role", "gpu-share", "gpushare-lab"), ("RoleBinding", "gpu-share", "gpushare-lab"),
         ("Role", "team-a", "gpushare-lab"), ("RoleBinding", "team-a", "gpushare-lab"),
         ("ValidatingAdmissionPolicy", None, "gpushare-lab-node-keys"), ("ValidatingAdmissionPolicyBinding", None, "gpushare-lab-node-keys"),
+        ("ValidatingAdmissionPolicy", None, "gpushare-lab-create-names"),
+        ("ValidatingAdmissionPolicyBinding", None, "gpushare-lab-create-names"),
         ("ServiceAccount", "team-a", "gpushare-team"), ("Role", "team-a", "gpushare-team"), ("RoleBinding", "team-a", "gpushare-team"),
     ]
     # No long-lived token by default (token_source=request); with token_source=secret, one per ServiceAccount.
