@@ -212,10 +212,12 @@ def _dra_gives(dra):
 
 
 def _terms(selector):
-    """A label selector as one node selector term: ``[[key, operator, "v1,v2"], ...]``."""
+    """A label selector as one node selector term: ``[[key, operator, "v1,v2"], ...]``, an expression without values
+    as ``[key, operator]`` (so that ``values: [""]``, one empty value, stays apart from no values at all)."""
     expressions = [[key, "In", value] for key, value in sorted((selector.get("matchLabels") or {}).items())]
     for expression in selector.get("matchExpressions") or []:
-        expressions.append([expression["key"], expression["operator"], ",".join(expression.get("values") or [])])
+        values = expression.get("values") or []
+        expressions.append([expression["key"], expression["operator"]] + ([",".join(values)] if values else []))
     return expressions
 
 
@@ -320,8 +322,9 @@ def template_name(name, intent):
 def params_data(params, name=None):
     """The policies' ``params``: per intent ``<key>.form`` (``resource``: a name in the containers' limits; ``claim``:
     a resource claim), ``<key>.resource`` (the resource name, or a claim's device class), ``<key>.max`` ("" for none)
-    and ``<key>.terms`` (terms joined by ``|``, a term's expressions by ``;``, an expression ``key operator v1,v2``:
-    none of these characters can occur in a label key or value); for a claim also ``<key>.template`` (the
+    and ``<key>.terms`` (terms joined by ``|``, a term's expressions by ``;``, an expression ``key operator v1,v2``, or
+    ``key operator`` without values: none of these characters can occur in a label key or value; one empty value is
+    ``key operator `` with its trailing space); for a claim also ``<key>.template`` (the
     ResourceClaimTemplate's name, from the policy's ``name``) and ``<key>.tolerations`` (joined by ``|``, each
     ``key operator value effect`` with empty parts left empty); plus ``summary`` (the pools and what they give) and
     ``intents``."""
@@ -331,7 +334,7 @@ def params_data(params, name=None):
         data[_key(intent) + ".form"] = entry.get("form", FORM_RESOURCE)
         data[_key(intent) + ".resource"] = entry["resource"]
         data[_key(intent) + ".max"] = "" if entry["max"] is None else str(entry["max"])
-        data[_key(intent) + ".terms"] = "|".join(";".join(" ".join(part for part in e if part) for e in term) for term in entry["terms"])
+        data[_key(intent) + ".terms"] = "|".join(";".join(" ".join(e) for e in term) for term in entry["terms"])
         if entry.get("form") == FORM_CLAIM:
             data[_key(intent) + ".template"] = template_name(name, intent)
             data[_key(intent) + ".tolerations"] = "|".join(" ".join(t) for t in entry["tolerations"])
@@ -452,9 +455,9 @@ _REQ = "Object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringE
 _BUILT_TERMS = (
     'variables.terms.map(t, %(r)s.nodeSelectorTerms{'
     'matchExpressions: t[0].map(e, %(r)s.nodeSelectorTerms.matchExpressions{'
-    'key: e[0], operator: e[1], values: e[2] == "" ? [] : e[2].split(",").map(v, v)}), '
+    'key: e[0], operator: e[1], values: e[2] == "" ? [] : e[2].substring(1).split(",").map(v, v)}), '
     'matchFields: t[1].map(e, %(r)s.nodeSelectorTerms.matchFields{'
-    'key: e[0], operator: e[1], values: e[2] == "" ? [] : e[2].split(",").map(v, v)})})') % {"r": _REQ}
+    'key: e[0], operator: e[1], values: e[2] == "" ? [] : e[2].substring(1).split(",").map(v, v)})})') % {"r": _REQ}
 
 
 def _match_constraints():
@@ -552,17 +555,18 @@ def intent_objects(params, settings=None):
         {"name": "resource", "expression": 'variables.params[variables.key + ".resource"]'},
         {"name": "wanted", "expression": ('%s ? object.metadata.annotations["%s"].split(",").map(n, n.trim()) : '
                                           'object.spec.containers.map(c, c.name)') % (_ANN % CONTAINERS_ANNOTATION, CONTAINERS_ANNOTATION)},
-        # the pools' terms: [[key, operator, "v1,v2"], ...] per pool
+        # the pools' terms: [[key, operator, values], ...] per pool, values "" for none, else "=v1,v2" ("=" alone: one
+        # empty value, which a NotIn or In may name and the API server requires to stay)
         {"name": "ours", "expression": ('variables.params[variables.key + ".terms"].split("|").map(t, t.split(";").map(x, x.split(" ")))'
-                                        '.map(t, t.map(x, [x[0], x[1], size(x) > 2 ? x[2] : ""]))')},
-        # the Pod's own required terms, each [expressions, fields]; none: one empty term
+                                        '.map(t, t.map(x, [x[0], x[1], size(x) > 2 ? "=" + x[2] : ""]))')},
+        # the Pod's own required terms, each [expressions, fields], values as in ours; none: one empty term
         {"name": "existing", "expression": (
             "has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity) && "
             "has(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) ? "
             "object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.map(x, ["
-            'has(x.matchExpressions) ? x.matchExpressions.map(e, [string(e.key), string(e.operator), has(e.values) ? e.values.join(",") : ""]) : [], '
-            'has(x.matchFields) ? x.matchFields.map(e, [string(e.key), string(e.operator), has(e.values) ? e.values.join(",") : ""]) : []]) '
-            ": [[[], []]]")},
+            'has(x.matchExpressions) ? x.matchExpressions.map(e, [string(e.key), string(e.operator), %(values)s]) : [], '
+            'has(x.matchFields) ? x.matchFields.map(e, [string(e.key), string(e.operator), %(values)s]) : []]) '
+            ": [[[], []]]") % {"values": 'has(e.values) && size(e.values) > 0 ? "=" + e.values.join(",") : ""'}},
         # every term of the Pod AND every pool's term: the Pod keeps its own placement and gains the pools'
         {"name": "terms", "expression": "variables.existing.map(x, variables.ours.map(t, [x[0] + t, x[1]])).flatten()"},
         # resource: a name in the containers' limits; claim: a claim from the intent's ResourceClaimTemplate

@@ -61,6 +61,16 @@ def test_renamed_shares_and_two_pools_of_one_intent():
                                             "note": "time-slicing x2", "profile": None}]
 
 
+def test_one_empty_value_stays_apart_from_no_values():
+    """A selector's ``values: [""]`` (one empty value, what ``In``/``NotIn`` may name) keeps its value in ``params``
+    (a trailing space), and an expression without values has no third part: the policy tells them apart."""
+    selector = {"matchLabels": {"pool": ""}, "matchExpressions": [{"key": "zone", "operator": "NotIn", "values": [""]},
+                                                                  {"key": "gpu", "operator": "Exists"}]}
+    params = intents.intent_params([{"name": "a", "selector": selector, "config": "default"}], CONFIGS)
+    assert params["intents"]["whole"]["terms"] == [[["pool", "In", ""], ["zone", "NotIn", ""], ["gpu", "Exists"]]]
+    assert intents.params_data(params)["intent.whole.terms"] == "pool In ;zone NotIn ;gpu Exists"
+
+
 def test_isolated_is_the_smallest_profile_and_me_keys():
     pools = [pool("big", mig={"profile": "3g.40gb"}), pool("small", mig={"profile": "1g.10gb+me"})]
     data = intents.params_data(intents.intent_params(pools, CONFIGS))
