@@ -2,13 +2,14 @@
 # Copyright: contributors to the gpushare.k8s collection
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""Quota filters (documentation: the sidecar ``quota_resource_names.yml``)."""
+"""Quota filters (documentation: one sidecar ``<filter>.yml`` per filter)."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpushare.k8s.plugins.module_utils import quota_coverage as _coverage
+from ansible_collections.gpushare.k8s.plugins.module_utils.device_plugin import plain
 
 
 def quota_resource_names(resources, inventory=None):
@@ -19,8 +20,30 @@ def quota_resource_names(resources, inventory=None):
         raise AnsibleFilterError(str(exc)) from None
 
 
+def team_coverage_quota(team_resources, inventory=None, configs=None, intents=None, settings=None):
+    """The team's coverage quota: every GPU resource the inventory, the configs and the intents reach that the team's own
+    quota (limiting ``team_resources``) does not name; ``{object, hard, covers, intended, msg}``."""
+    settings = plain(settings) or {}
+    if not isinstance(settings, dict):
+        raise AnsibleFilterError("team_coverage_quota: settings must be a mapping, got %s" % type(settings).__name__)
+    unknown = sorted(set(settings) - set(_SETTINGS))
+    if unknown:
+        raise AnsibleFilterError("team_coverage_quota: unknown setting %s; use %s" % (unknown[0], ", ".join(_SETTINGS)))
+    try:
+        reachable = _coverage.reachable_names(plain(inventory) or {}, plain(configs) or {}, plain(intents) or {})
+        return _coverage.team_coverage(reachable, plain(team_resources), settings.get("units"), settings.get("namespace"),
+                                       settings.get("team_quota"), name=settings.get("name", _coverage.COVERAGE_QUOTA),
+                                       limits=settings.get("limits"), uncovered=settings.get("uncovered"),
+                                       existing=settings.get("existing"), fields=settings.get("fields"))
+    except ValueError as exc:  # CoverageError, and a config the device-plugin model refuses
+        raise AnsibleFilterError(str(exc)) from None
+
+
+_SETTINGS = ("units", "namespace", "team_quota", "name", "limits", "uncovered", "existing", "fields")
+
+
 class FilterModule:
     """gpushare.k8s quota filters."""
 
     def filters(self):
-        return {"quota_resource_names": quota_resource_names}
+        return {"quota_resource_names": quota_resource_names, "team_coverage_quota": team_coverage_quota}

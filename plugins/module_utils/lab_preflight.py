@@ -94,6 +94,37 @@ def _model(params):
     return inventory, names
 
 
+# The lab's inventory fields of the coverage quota (gpushare_team_quota.coverage), for the messages.
+_COVERAGE_FIELDS = {
+    "name": "gpushare_team_quota.coverage.name",
+    "limits": "gpushare_team_quota.coverage.limits",
+    "uncovered": "gpushare_team_quota.coverage.uncovered",
+    "units": "gpushare_team_quota.gpus",
+    "resources": "gpushare_team_quota.resources",
+    "allow_shrink": "team_quota_allow_shrink",
+}
+_COVERAGE_KEYS = ("name", "limits", "uncovered")
+
+
+def _team_coverage(params, inventory, names, existing=None):
+    """The coverage quota step 5 writes beside the team's (:func:`quota_coverage.team_coverage`), from the lab's fields."""
+    quota = params["team_quota"]
+    coverage = quota.get("coverage")
+    if coverage is None:
+        coverage = {}
+    if not isinstance(coverage, dict):
+        raise PreflightError("gpushare_team_quota.coverage", "must be a mapping {name, limits, uncovered}, got %r" % (coverage,),
+                             "write e.g. {name: %s, limits: {}, uncovered: []}" % _coverage.COVERAGE_QUOTA)
+    unknown = sorted(str(key) for key in coverage if key not in _COVERAGE_KEYS)
+    if unknown:
+        raise PreflightError("gpushare_team_quota.coverage", "unknown key%s %s" % ("s" if len(unknown) > 1 else "", ", ".join(unknown)),
+                             "use %s" % ", ".join(_COVERAGE_KEYS))
+    reachable = _coverage.reachable_names(inventory, params["configs"])
+    return _coverage.team_coverage(reachable, names, quota.get("gpus"), params["team_namespace"], quota.get("name"),
+                                   name=coverage.get("name", _coverage.COVERAGE_QUOTA), limits=coverage.get("limits"),
+                                   uncovered=coverage.get("uncovered"), existing=existing, fields=_COVERAGE_FIELDS)
+
+
 def input_errors(params):
     """``(messages, inventory, quota names)``: where the lab's parameters disagree with each other.
 
@@ -115,8 +146,11 @@ def input_errors(params):
     if unplaceable:
         errors.append("gpushare_split_pods: %s ask for a resource no node of gpushare_nodes advertises (they would stay Pending). "
                       "Fix: ask for one of %s." % (_names(unplaceable), _names(advertised)))
-    errors.extend(_preflight.team_fill_errors(params["team_quota"].get("gpus"), params["team_pods"], params["team_over_pod"],
-                                              "gpushare_team_quota.gpus", "gpushare_team_pods", "gpus"))
+    fill_errors = _preflight.team_fill_errors(params["team_quota"].get("gpus"), params["team_pods"], params["team_over_pod"],
+                                              "gpushare_team_quota.gpus", "gpushare_team_pods", "gpus")
+    errors.extend(fill_errors)
+    if not any(error.startswith("gpushare_team_quota.gpus:") for error in fill_errors):
+        _team_coverage(params, inventory, quota_names)  # raises on a bad coverage setting, naming it
     return errors, inventory, quota_names
 
 
@@ -125,8 +159,9 @@ def control_plane_errors(leases, components, now, fix):
     return _control_plane.lease_errors(leases, components, now, fix)
 
 
-def cluster_errors(params, quota_names, cluster_nodes, configmap, quota):
-    """The inventory against the cluster: every node exists, no config label the ConfigMap lacks after step 1, no quota shrink."""
+def cluster_errors(params, quota_names, cluster_nodes, configmap, quota, coverage_quota=None):
+    """The inventory against the cluster: every node exists, no config label the ConfigMap lacks after step 1, no quota shrink
+    (the team's, or the coverage quota beside it, ``coverage_quota`` the live one), no coverage quota's name taken by another."""
     nodes = params["nodes"]
     keys = list(params["initial_configs"]) + list(((configmap or {}).get("data") or {}))
     keys = list(dict.fromkeys(keys))  # after step 1 the ConfigMap holds the initial configs and whatever keys it had
@@ -136,6 +171,13 @@ def cluster_errors(params, quota_names, cluster_nodes, configmap, quota):
     if not params["allow_quota_shrink"]:
         hard = {"requests." + name: params["team_quota"]["gpus"] for name in quota_names}
         errors += _preflight.quota_shrink_errors(quota or {}, hard, option="gpushare_team_quota.gpus", allow_option="team_quota_allow_shrink")
+    try:
+        coverage = _team_coverage(params, _inv.gpu_inventory(nodes, params["configs"]), quota_names, existing=coverage_quota)
+    except _coverage.CoverageError as exc:  # a coverage quota's name another quota holds
+        return errors + [str(exc) + "."]
+    if not params["allow_quota_shrink"]:
+        errors += _preflight.quota_shrink_errors(coverage_quota or {}, coverage["hard"], option=_COVERAGE_FIELDS["limits"],
+                                                 allow_option="team_quota_allow_shrink")
     return errors
 
 
@@ -215,6 +257,8 @@ def run_preflight(params, now=None):
             cluster_nodes = reader.list("v1", "nodes")
             configmap = reader.get("v1", "configmaps", params["configmap_namespace"], params["configmap"])
             quota = reader.get("v1", "resourcequotas", params["team_namespace"], params["team_quota"].get("name"))
+            coverage_name = (params["team_quota"].get("coverage") or {}).get("name", _coverage.COVERAGE_QUOTA)
+            coverage_quota = reader.get("v1", "resourcequotas", params["team_namespace"], coverage_name)
             try:
                 policies = reader.list("nvidia.com/v1", "clusterpolicies")
             except ApiCallError as exc:
@@ -229,7 +273,7 @@ def run_preflight(params, now=None):
             errors = _op.mode_errors(params["mode"], params["nodes"], cluster_nodes, policies, params["cluster_policy"])
             if errors:
                 return _failed(" ".join(errors) + " Nothing was written.", warnings=warnings)
-            errors = cluster_errors(params, quota_names, cluster_nodes, configmap, quota)
+            errors = cluster_errors(params, quota_names, cluster_nodes, configmap, quota, coverage_quota)
             if errors:
                 return _failed(" ".join(errors), warnings=warnings)
     except ApiCallError as exc:

@@ -10,7 +10,13 @@ a namespace whose quota limits ``requests.nvidia.com/gpu`` but not ``requests.nv
 can run as many MIG Pods as the nodes hold. This file computes, per namespace with a GPU quota,
 the advertised names its quotas leave uncovered (a bypass), plus keys that look like GPU quota but
 never limit anything (``limits.<gpu>``, a bare ``<gpu>`` key). It also resolves the names a quota
-should cover (``auto``: every name the inventory advertises). Pure Python, no Ansible import.
+should cover (``auto``: every name the inventory advertises).
+
+The team's coverage quota: :func:`reachable_names` computes every GPU resource a team's Pod can be given on the
+inventory (what its nodes advertise, what each device-plugin config makes a node advertise, what each GPU intent is
+rewritten to), and :func:`team_coverage` the second ResourceQuota of the collection's (:data:`COVERAGE_QUOTA`) that
+limits each of them the team's own quota does not name, beside it, so a lab's quota object stays as written. Pure
+Python, no Ansible import.
 """
 
 from __future__ import annotations
@@ -19,23 +25,28 @@ import re
 
 try:
     from .quantity import parse_quantity
+    from . import device_plugin as _dp
     from .errors import InputError, is_int
     from .gpu_names import DNS_SUBDOMAIN_RE, GPU_RESOURCE, LABEL_NAME_RE
 except ImportError:  # loaded as a plain module, next to node_status.py
     from quantity import parse_quantity  # type: ignore[no-redef]
+    import device_plugin as _dp  # type: ignore[no-redef]
     from errors import InputError, is_int  # type: ignore[no-redef]
     from gpu_names import DNS_SUBDOMAIN_RE, GPU_RESOURCE, LABEL_NAME_RE  # type: ignore[no-redef]
 
 
 __all__ = [
     "AUTO",
+    "COVERAGE_QUOTA",
     "CoverageError",
     "DEFAULT_PREFIXES",
     "advertised_by_nodes",
     "coverage_message",
     "inventory_names",
     "quota_coverage",
+    "reachable_names",
     "resolve_quota_resources",
+    "team_coverage",
 ]
 
 AUTO = "auto"
@@ -43,6 +54,20 @@ DEFAULT_PREFIXES = ("nvidia.com/",)
 GPU = GPU_RESOURCE
 REQUESTS = "requests."
 LIMITS = "limits."
+# The collection's second quota in a team's namespace: every GPU resource the team's own quota does not name.
+COVERAGE_QUOTA = "gpushare-gpu-coverage"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "gpushare.k8s"
+COVERS_ANNOTATION = "gpushare.k8s/covers"
+# The role's variables each part of the coverage comes from, for the messages (the lab's preflight passes its own).
+COVERAGE_FIELDS = {
+    "name": "team_quota_coverage_name",
+    "limits": "team_quota_coverage_limits",
+    "uncovered": "team_quota_coverage_uncovered",
+    "units": "team_quota_gpus",
+    "resources": "team_quota_resources",
+    "allow_shrink": "team_quota_allow_shrink",
+}
 
 _NAME_RE = re.compile(r"(%s)/(%s)" % (DNS_SUBDOMAIN_RE.pattern, LABEL_NAME_RE.pattern))  # an extended resource name
 
@@ -156,15 +181,21 @@ def _scoped(quota):
     return bool(spec.get("scopes") or (spec.get("scopeSelector") or {}).get("matchExpressions"))
 
 
-def quota_coverage(quotas, advertised, namespaces=None, prefixes=DEFAULT_PREFIXES):
+def quota_coverage(quotas, advertised, namespaces=None, prefixes=DEFAULT_PREFIXES, uncovered=None):
     """Per namespace with a GPU quota (or named in ``namespaces``), the advertised names its quotas leave uncovered.
 
     ``quotas`` are ResourceQuota objects; ``advertised`` is ``{resource: [nodes]}`` (``advertised_by_nodes``).
     A name counts as covered only by a ``requests.<name>`` key of a quota without scopes: a scoped quota
     (``scopes``/``scopeSelector``) counts only the Pods in its scope, so the others bypass it
-    (a Pod with GPU limits only is BestEffort). Returns ``{"ok", "advertised", "namespaces", "bypasses"}``.
+    (a Pod with GPU limits only is BestEffort). A name of ``uncovered`` is left uncovered on purpose: listed as
+    ``intended``, not a bypass. Returns ``{"ok", "advertised", "namespaces", "bypasses"}``.
     """
     prefixes = _check_prefixes(prefixes)
+    if uncovered is None:
+        uncovered = []
+    if isinstance(uncovered, str) or not isinstance(uncovered, (list, tuple)):
+        raise CoverageError("uncovered", "must be a list of resource names, got %r" % (uncovered,), "use e.g. [nvidia.com/mig-1g.10gb]")
+    intended = set(_resource(name, "uncovered[%d]" % index) for index, name in enumerate(uncovered))
     if not isinstance(advertised, dict):
         raise CoverageError("advertised", "must be a mapping of resource name to node names", "pass the result of advertised_by_nodes")
     if not isinstance(quotas, (list, tuple)):
@@ -200,15 +231,17 @@ def quota_coverage(quotas, advertised, namespaces=None, prefixes=DEFAULT_PREFIXE
     bypasses = []
     for namespace in sorted(per_namespace):
         entry = per_namespace[namespace]
-        uncovered = [{"resource": resource, "nodes": list(advertised[resource])} for resource in sorted(advertised) if resource not in entry["covered"]]
-        for item in uncovered:
+        gaps = [{"resource": resource, "nodes": list(advertised[resource])} for resource in sorted(advertised) if resource not in entry["covered"]]
+        bypassed = [item for item in gaps if item["resource"] not in intended]
+        for item in bypassed:
             bypasses.append({"namespace": namespace, "resource": item["resource"], "nodes": item["nodes"]})
         entries.append(
             {
                 "namespace": namespace,
                 "quotas": sorted(entry["quotas"]),
                 "covered": sorted(entry["covered"]),
-                "uncovered": uncovered,
+                "uncovered": bypassed,
+                "intended": [item for item in gaps if item["resource"] in intended],
                 "ineffective_keys": sorted(entry["ineffective_keys"]),
                 "scoped_quotas": sorted(entry["scoped_quotas"]),
             }
@@ -232,11 +265,189 @@ def coverage_message(report):
         if entry["uncovered"]:
             gaps = "; ".join("%s (on %s)" % (item["resource"], ", ".join(item["nodes"])) for item in entry["uncovered"])
             line = "%s: BYPASS - Pods asking for %s are not counted; add requests.<name> for each" % (head, gaps)
+        elif entry.get("intended"):
+            line = "%s: covers every advertised GPU resource but those left uncovered on purpose" % head
         else:
             line = "%s: covers every advertised GPU resource (%s)" % (head, ", ".join(advertised) or "none advertised")
+        if entry.get("intended"):
+            line += "; left uncovered on purpose: %s" % "; ".join(
+                "%s (on %s)" % (item["resource"], ", ".join(item["nodes"]) or "no node") for item in entry["intended"])
         if entry["scoped_quotas"]:
             line += "; scoped quotas %s count only Pods in their scope" % ", ".join(entry["scoped_quotas"])
         if entry["ineffective_keys"]:
             line += "; keys that never limit extended resources: %s" % ", ".join(entry["ineffective_keys"])
         lines.append(line)
     return "\n".join(lines)
+
+
+# --- The team's coverage quota -------------------------------------------------------------------------------------
+
+
+def _config(value, name):
+    if isinstance(value, (str, bytes)):
+        return _dp.parse_config(value, name=name)
+    return _dp.validate_config(value, name=name)
+
+
+def _config_names(config):
+    """The GPU resource names a node labelled with ``config`` advertises (the config model's names): a replicated
+    resource under its advertised name (``<name>.shared`` with ``renameByDefault``), whole GPUs unless replicated."""
+    strategy, resources, block = _dp.sharing_block(config)
+    if strategy == _dp.STRATEGY_NONE:
+        return [GPU]
+    names = [_dp.advertised_name(resource, block["renameByDefault"]) for resource in resources]
+    if GPU not in [resource["name"] for resource in resources]:
+        names.append(GPU)
+    return names
+
+
+def reachable_names(inventory, configs=None, intents=None):
+    """Every GPU resource a Pod can be given on this inventory: ``{resource: {"nodes", "configs", "intents"}}``, the
+    inventory's nodes advertising it, the device-plugin configs that make a node advertise it, the GPU intents that a
+    Pod is rewritten to ask for it; ``nvidia.com/gpu`` first.
+
+    ``inventory`` is ``gpu_inventory``'s ``{node: {resource: count}}`` (every MIG layout's ``nvidia.com/mig-*`` is
+    there), ``configs`` the named device-plugin configs (every one: a node relabelled to any of them advertises its
+    names, a ``.shared`` rename included), ``intents`` the intent policies' params (``intent_check_params``; intents
+    served by a resource claim name a device class, not a resource, and are left out).
+    """
+    reachable = {}
+
+    def add(resource, kind, source):
+        entry = reachable.setdefault(str(resource), {"nodes": [], "configs": [], "intents": []})
+        if source not in entry[kind]:
+            entry[kind].append(source)
+
+    names = set(inventory_names(inventory if inventory is not None else {}))
+    for node in sorted(inventory or {}, key=str):
+        for resource, count in sorted(inventory[node].items()):
+            if count > 0 and resource in names:
+                add(resource, "nodes", str(node))
+    if configs is not None and not isinstance(configs, dict):
+        raise CoverageError("configs", "must be a mapping of config name to device-plugin config, got %r" % (configs,),
+                            "pass the named device-plugin configs (gpushare_device_plugin_configs)")
+    for name in sorted(configs or {}, key=str):
+        for resource in _config_names(_config(configs[name], str(name))):
+            add(resource, "configs", str(name))
+    if intents is not None and not isinstance(intents, dict):
+        raise CoverageError("intents", "must be the intent policies' params (a mapping), got %r" % (intents,),
+                            "pass the result of the intent_check_params filter")
+    served = [intent for intent in str((intents or {}).get("intents") or "").split(",") if intent]
+    for intent in served:
+        key = "intent." + intent.replace("+", "_")
+        resource = intents.get(key + ".resource")
+        if intents.get(key + ".form", "resource") == "resource" and isinstance(resource, str) and resource:
+            add(resource, "intents", intent)
+    return {name: reachable[name] for name in sorted(reachable, key=lambda name: (name != GPU, name))}
+
+
+def _sources(entry):
+    """``node lab-node-2, intents 1g.10gb and isolated``: where a reachable name comes from."""
+    parts = []
+    for kind, one in (("nodes", "node"), ("configs", "config"), ("intents", "intent")):
+        values = sorted((entry or {}).get(kind) or [])
+        if values:
+            parts.append("%s %s" % (one if len(values) == 1 else kind, " and ".join(values) if len(values) < 3 else ", ".join(values)))
+    return ", ".join(parts) or "named in the limits"
+
+
+def _units(value, where, fix):
+    if isinstance(value, str) and value.isdigit() and value.isascii():
+        value = int(value)
+    if not is_int(value) or value < 0:
+        raise CoverageError(where, "%r is not a whole number of 0 or more" % (value,), fix)
+    return value
+
+
+def _resource(name, where):
+    """A resource name as a coverage setting names it (not a quota key), checked; the error names ``where``."""
+    try:
+        return resolve_quota_resources([name])[0]
+    except CoverageError as exc:
+        raise CoverageError(where, exc.problem, exc.fix) from None
+
+
+def team_coverage(reachable, team_resources, units, namespace, team_quota, name=COVERAGE_QUOTA, limits=None, uncovered=None,
+                  existing=None, fields=None):
+    """The team's coverage quota: a ResourceQuota ``name`` beside the team's own quota ``team_quota`` (which limits
+    ``team_resources``), limiting ``requests.<name>`` of every other name of ``reachable`` (:func:`reachable_names`).
+
+    Each name gets ``limits[name]`` units, else ``units`` (the team's own quota's units: the same share of every name,
+    as ``auto`` gives); ``0`` refuses every Pod asking for it. A name of ``limits`` the inventory does not reach is
+    limited too (a name the cluster may advertise later). A name of ``uncovered`` is left out on purpose: reported as
+    ``intended``, never limited. ``existing`` is the live object of that name (``None``/``{}`` when absent): one without
+    this collection's label :data:`MANAGED_BY_LABEL` is refused (never clobbered); keys it holds that are no longer
+    wanted are removed (``None``, a strategic merge patch's deletion). ``fields`` names the settings in messages
+    (:data:`COVERAGE_FIELDS`).
+
+    Returns ``{"object", "hard", "covers", "intended", "msg"}``: the ResourceQuota to apply (``None`` when nothing is to
+    be limited and none exists), its limits, ``[{resource, units, sources}]``, ``[{resource, sources}]`` and a summary.
+    """
+    fields = dict(COVERAGE_FIELDS, **(fields or {}))
+    if not isinstance(reachable, dict):
+        raise CoverageError("reachable", "must be a mapping of resource name to where it comes from", "pass the result of reachable_names")
+    if not isinstance(name, str) or len(name) > 253 or not DNS_SUBDOMAIN_RE.fullmatch(name):
+        raise CoverageError(fields["name"], "%r is not a DNS-1123 subdomain (a ResourceQuota's name)" % (name,), "use e.g. %s" % COVERAGE_QUOTA)
+    if name == team_quota:
+        raise CoverageError(fields["name"], "%r is the team's own quota (%s): the coverage quota would overwrite it" % (name, team_quota),
+                            "give the coverage quota a name of its own, e.g. %s" % COVERAGE_QUOTA)
+    units = _units(units, fields["units"], "give the GPU units the team may request, e.g. 2")
+    team = set(resolve_quota_resources(team_resources)) if team_resources else set()
+    if limits is None:
+        limits = {}
+    if not isinstance(limits, dict):
+        raise CoverageError(fields["limits"], "must be a mapping of resource name to units, got %r" % (limits,), "write e.g. {nvidia.com/mig-1g.10gb: 1}")
+    checked = {}
+    for resource in sorted(limits, key=str):
+        where = "%s[%r]" % (fields["limits"], resource)
+        resource_name = _resource(resource, where)
+        if resource_name in team:
+            raise CoverageError(where, "%s is limited by quota %s already (%s units)" % (resource_name, team_quota, fields["units"]),
+                                "remove it from %s, or from %s to limit it here" % (fields["limits"], fields["resources"]))
+        checked[resource_name] = _units(limits[resource], where, "give the units of %s the team may request, e.g. 1 (0: none)" % resource_name)
+    if uncovered is None:
+        uncovered = []
+    if isinstance(uncovered, str) or not isinstance(uncovered, (list, tuple)):
+        raise CoverageError(fields["uncovered"], "must be a list of resource names, got %r" % (uncovered,), "write e.g. [nvidia.com/mig-1g.10gb]")
+    intended = []
+    for index, resource in enumerate(uncovered):
+        where = "%s[%d]" % (fields["uncovered"], index)
+        resource_name = _resource(resource, where)
+        if resource_name in team:
+            raise CoverageError(where, "%s is limited by quota %s, so it cannot be left uncovered" % (resource_name, team_quota),
+                                "remove it from %s, or from %s" % (fields["uncovered"], fields["resources"]))
+        if resource_name in checked:
+            raise CoverageError(where, "%s is also given a limit in %s" % (resource_name, fields["limits"]), "keep it in one of the two")
+        if resource_name not in intended:
+            intended.append(resource_name)
+    wanted = {resource: checked.get(resource, units) for resource in reachable if resource not in team and resource not in intended}
+    wanted.update(checked)
+    hard = {REQUESTS + resource: str(wanted[resource]) for resource in sorted(wanted)}
+    current = {}
+    if existing:
+        meta = existing.get("metadata") or {}
+        if (meta.get("labels") or {}).get(MANAGED_BY_LABEL) != MANAGED_BY:
+            raise CoverageError(
+                fields["name"],
+                "ResourceQuota %s/%s exists and is not this collection's (no label %s=%s): it is left as it is"
+                % (namespace, name, MANAGED_BY_LABEL, MANAGED_BY),
+                "give the coverage quota another name in %s, or delete that ResourceQuota if nothing needs it" % fields["name"])
+        current = (existing.get("spec") or {}).get("hard") or {}
+    quota = None
+    if hard or current:
+        covers = ", ".join(sorted(wanted)) or "nothing (quota %s limits every GPU resource the team can reach)" % team_quota
+        spec_hard = dict(hard)
+        spec_hard.update({key: None for key in sorted(current) if key not in hard})
+        quota = {"apiVersion": "v1", "kind": "ResourceQuota",
+                 "metadata": {"name": name, "namespace": namespace, "labels": {MANAGED_BY_LABEL: MANAGED_BY},
+                              "annotations": {COVERS_ANNOTATION: "the GPU resources quota %s does not limit: %s" % (team_quota, covers)}},
+                 "spec": {"hard": spec_hard}}
+    covers = [{"resource": resource, "units": wanted[resource], "sources": _sources(reachable.get(resource))} for resource in sorted(wanted)]
+    left = [{"resource": resource, "sources": _sources(reachable.get(resource))} for resource in intended]
+    lines = ["Quota %s limits %s." % (team_quota, ", ".join(sorted(team)) or "no GPU resource")]
+    if covers:
+        lines.append("Quota %s limits every other GPU resource the team can reach: %s." % (
+            name, "; ".join("%s to %d (%s)" % (item["resource"], item["units"], item["sources"]) for item in covers)))
+    if left:
+        lines.append("Left uncovered as %s says: %s." % (fields["uncovered"], "; ".join("%s (%s)" % (item["resource"], item["sources"]) for item in left)))
+    return {"object": quota, "hard": hard, "covers": covers, "intended": left, "msg": " ".join(lines)}

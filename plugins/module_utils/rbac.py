@@ -61,6 +61,8 @@ DEFAULTS = {
     "device_plugin_namespace": "gpu-share",
     "device_plugin_configmap": "device-plugin-configs",
     "team_quota": "gpu-quota",
+    # the collection's second quota beside it (role team_quota's team_quota_coverage_name)
+    "team_coverage_quota": "gpushare-gpu-coverage",
     "nodes": [],
     "mig_migration_report": True,
     "quota_coverage": True,
@@ -151,6 +153,7 @@ def validate_settings(settings, prefix="rbac_"):
         check_namespace(merged[key], field(key), DEFAULTS[key] if key != "namespace" else "gpushare-system")
     check_dns_subdomain(merged["device_plugin_configmap"], field("device_plugin_configmap"), DEFAULTS["device_plugin_configmap"])
     check_dns_subdomain(merged["team_quota"], field("team_quota"), DEFAULTS["team_quota"])
+    check_dns_subdomain(merged["team_coverage_quota"], field("team_coverage_quota"), DEFAULTS["team_coverage_quota"])
     check_dns_subdomain(merged["admission_guard_name"], field("admission_guard_name"), DEFAULTS["admission_guard_name"])
     check_dns_subdomain(merged["intent_admission_name"], field("intent_admission_name"), DEFAULTS["intent_admission_name"])
     if not isinstance(merged["intent_pods"], list):
@@ -320,9 +323,9 @@ def _namespace_rules(s, namespace):
         rules.append(("Step 8 (placement): delete the Pods that asked for a GPU by intent, once checked (by name).",
                       _rule([""], ["pods"], ["delete"], _unique(s["intent_pods"]))))
     if namespace == s["team_namespace"]:
-        rules.append(("Step 5 (team_quota): create the quota ...", _rule([""], ["resourcequotas"], ["create"])))
-        rules.append(("... read it until the quota controller has counted, patch it on a re-run.",
-                      _rule([""], ["resourcequotas"], ["get", "patch"], [s["team_quota"]])))
+        rules.append(("Step 5 (team_quota): create the quota and the coverage quota beside it ...", _rule([""], ["resourcequotas"], ["create"])))
+        rules.append(("... read them until the quota controller has counted, patch them on a re-run.",
+                      _rule([""], ["resourcequotas"], ["get", "patch"], _unique([s["team_quota"], s["team_coverage_quota"]]))))
         if s["quota_coverage"]:
             rules.append(("Step 5 (quota_coverage): list this namespace's ResourceQuotas, to find GPU names its quota does not "
                           "cover (read-only).",

@@ -92,7 +92,7 @@ options:
     type: str
     default: team-a
   team_quota:
-    description: The team's quota (C(gpushare_team_quota), C({name, gpus, resources?})).
+    description: The team's quota (C(gpushare_team_quota), C({name, gpus, resources?, coverage?}), C(coverage) as C({name?, limits?, uncovered?})).
     type: raw
     default: {name: gpu-quota, gpus: 2}
   team_pods:

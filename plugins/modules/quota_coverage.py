@@ -52,9 +52,16 @@ options:
     type: list
     elements: str
     default: [nvidia.com/]
+  uncovered:
+    description:
+      - GPU resource names left uncovered on purpose. A namespace whose quotas do not limit one of them is reported
+        with it under RV(namespaces[].intended), not as a bypass, and O(fail_on_bypass) does not fail for it.
+    type: list
+    elements: str
+    default: []
   fail_on_bypass:
     description:
-      - Fail when a namespace's quota leaves an advertised name uncovered.
+      - Fail when a namespace's quota leaves an advertised name uncovered (a name of O(uncovered) excepted).
     type: bool
     default: false
 seealso:
@@ -121,6 +128,11 @@ namespaces:
       type: list
       elements: dict
       sample: [{"resource": "nvidia.com/mig-1g.10gb", "nodes": ["lab-node-2"]}]
+    intended:
+      description: Advertised names no unscoped quota limits that O(uncovered) leaves uncovered on purpose (no bypass).
+      type: list
+      elements: dict
+      sample: []
     ineffective_keys:
       description: "C(<quota>: <key>) for GPU keys that never limit anything (C(limits.) or bare names)."
       type: list
@@ -165,6 +177,7 @@ def argument_spec():
         namespaces=dict(type="list", elements="str", default=[]),
         resources=dict(type="list", elements="str", default=[]),
         resource_prefixes=dict(type="list", elements="str", default=["nvidia.com/"]),
+        uncovered=dict(type="list", elements="str", default=[]),
         fail_on_bypass=dict(type="bool", default=False),
     )
     spec.update(AUTH_ARG_SPEC)
@@ -184,7 +197,7 @@ def main(module_class=AnsibleModule):
         if required is not None:
             advertised = {name: advertised.get(name, []) for name in required}
         quotas = lister.list("ResourceQuota", params["namespaces"] or None)
-        report = quota_coverage(quotas, advertised, params["namespaces"] or None, params["resource_prefixes"])
+        report = quota_coverage(quotas, advertised, params["namespaces"] or None, params["resource_prefixes"], params["uncovered"])
     except GpushareError as exc:  # the collection's own refusals and failures, each with its message
         module.fail_json(msg=str(exc))
     except Exception as exc:  # an unexpected failure still ends as a message, not a traceback

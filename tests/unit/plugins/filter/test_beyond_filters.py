@@ -87,7 +87,7 @@ def lab():
 
 
 def test_filter_names():
-    assert sorted(FILTERS) == ["gpu_feature_label_entries", "gpu_feature_labels", "quota_resource_names"]
+    assert sorted(FILTERS) == ["gpu_feature_label_entries", "gpu_feature_labels", "quota_resource_names", "team_coverage_quota"]
 
 
 def test_gpu_feature_label_entries_set_the_labels_and_remove_stale_ones(lab):
@@ -143,6 +143,23 @@ def test_quota_resource_names_auto(lab):
     inventory = gpu_inventory(lab["gpushare_nodes"], lab["gpushare_device_plugin_configs"])
     assert FILTERS["quota_resource_names"]("auto", inventory) == ["nvidia.com/gpu", "nvidia.com/mig-1g.10gb"]
     assert FILTERS["quota_resource_names"](lab["gpushare_team_quota"]["resources"], inventory) == ["nvidia.com/gpu"]
+
+
+def test_team_coverage_quota_of_the_lab(lab):
+    """The lab's inventory: gpu-quota limits nvidia.com/gpu only, so the coverage quota limits the MIG slices the nodes
+    advertise (2 of them, the team's share); an intent rewritten to a name no node advertises is covered too."""
+    inventory = gpu_inventory(lab["gpushare_nodes"], lab["gpushare_device_plugin_configs"])
+    settings = {"units": 2, "namespace": "team-a", "team_quota": "gpu-quota"}
+    coverage = FILTERS["team_coverage_quota"](["nvidia.com/gpu"], inventory, lab["gpushare_device_plugin_configs"], {}, settings)
+    assert coverage["object"]["spec"]["hard"] == {"requests.nvidia.com/mig-1g.10gb": "2"}
+    intents = {"intents": "isolated", "intent.isolated.resource": "nvidia.com/mig-3g.40gb"}
+    coverage = FILTERS["team_coverage_quota"](["nvidia.com/gpu"], inventory, lab["gpushare_device_plugin_configs"], intents, settings)
+    assert coverage["hard"] == {"requests.nvidia.com/mig-1g.10gb": "2", "requests.nvidia.com/mig-3g.40gb": "2"}
+    with pytest.raises(AnsibleFilterError, match="^team_coverage_quota: unknown setting limit; use units, namespace"):
+        FILTERS["team_coverage_quota"](["nvidia.com/gpu"], inventory, {}, {}, dict(settings, limit={}))
+    with pytest.raises(AnsibleFilterError, match=r"^shared: sharing.timeSlicing.resources\[0\].replicas: "):
+        FILTERS["team_coverage_quota"](["nvidia.com/gpu"], inventory, {"shared": {"version": "v1", "sharing": {"timeSlicing": {
+            "resources": [{"name": "nvidia.com/gpu", "replicas": 0}]}}}}, {}, settings)
 
 
 def test_node_gpu_resources_accepts_a_product():

@@ -116,3 +116,35 @@ def test_a_node_listed_twice_is_refused_not_collapsed_into_its_last_entry():
     nodes.append(dict(nodes[0], config=nodes[1]["config"]))
     result = run_preflight(params(checks=["input"], nodes=nodes))
     assert result["failed"] and result["msg"] == "%s: is listed twice. Fix: list each node once" % nodes[0]["name"]
+
+
+def test_a_bad_coverage_setting_is_refused_before_step_1_naming_the_inventory_field():
+    quota = dict(copy.deepcopy(LAB["gpushare_team_quota"]), coverage={"limits": {"nvidia.com/gpu": 1}})
+    result = run_preflight(params(checks=["input"], team_quota=quota))
+    assert result["failed"] and result["msg"] == (
+        "gpushare_team_quota.coverage.limits['nvidia.com/gpu']: nvidia.com/gpu is limited by quota gpu-quota already "
+        "(gpushare_team_quota.gpus units). Fix: remove it from gpushare_team_quota.coverage.limits, or from gpushare_team_quota.resources "
+        "to limit it here")
+    quota["coverage"] = {"name": "gpu-quota"}
+    assert run_preflight(params(checks=["input"], team_quota=quota))["msg"].startswith(
+        "gpushare_team_quota.coverage.name: 'gpu-quota' is the team's own quota (gpu-quota)")
+    quota["coverage"] = {"uncoverd": []}
+    assert run_preflight(params(checks=["input"], team_quota=quota))["msg"] == (
+        "gpushare_team_quota.coverage: unknown key uncoverd. Fix: use name, limits, uncovered")
+
+
+def test_cluster_errors_refuse_a_coverage_quota_name_another_holds_and_its_shrink():
+    p = params(initial_configs=["default", "shared"])
+    nodes = [cluster_node(n["name"]) for n in p["nodes"]]
+    foreign = {"metadata": {"name": "gpushare-gpu-coverage", "namespace": "team-a"}, "spec": {"hard": {"pods": "10"}}}
+    assert cluster_errors(p, ["nvidia.com/gpu"], nodes, None, None, foreign) == [
+        "gpushare_team_quota.coverage.name: ResourceQuota team-a/gpushare-gpu-coverage exists and is not this collection's (no label "
+        "app.kubernetes.io/managed-by=gpushare.k8s): it is left as it is. Fix: give the coverage quota another name in "
+        "gpushare_team_quota.coverage.name, or delete that ResourceQuota if nothing needs it."]
+    ours = {"metadata": {"name": "gpushare-gpu-coverage", "namespace": "team-a", "labels": {"app.kubernetes.io/managed-by": "gpushare.k8s"}},
+            "spec": {"hard": {"requests.nvidia.com/mig-1g.10gb": "3"}},
+            "status": {"hard": {"requests.nvidia.com/mig-1g.10gb": "3"}, "used": {"requests.nvidia.com/mig-1g.10gb": "3"}}}
+    [error] = cluster_errors(p, ["nvidia.com/gpu"], nodes, None, None, ours)
+    assert error.startswith("gpushare_team_quota.coverage.limits: quota team-a/gpushare-gpu-coverage would limit requests.nvidia.com/mig-1g.10gb "
+                            "to 2, but 3 are already in use"), error
+    assert cluster_errors(dict(p, allow_quota_shrink=True), ["nvidia.com/gpu"], nodes, None, None, ours) == []
