@@ -25,7 +25,13 @@ Exit codes are the contract:
 - 2 and a message on standard error for everything else: the file cannot be read, is not valid
   YAML, uses a construct kubectl reads differently or refuses (tags, repeated keys, excessive
   aliasing, ...), holds a count that is not a whole number of units, or the options are
-  wrong. ``--help`` prints the usage and exits 2 too: it checked nothing.
+  wrong. ``--help`` prints the usage and exits 2 too: it checked nothing. An internal error (a failure of the check
+  itself, even while printing) exits 2 as well, never 1.
+
+What is printed comes from the manifest (names, keys), so it is escaped: characters that are not printable (line
+breaks, terminal escapes, bidirectional controls) are written as Python escapes (``\\n``, ``\\x1b``, ``\\u202e``), and
+characters the output stream cannot encode (a euro sign under ``PYTHONIOENCODING=ascii``) as ``\\u20ac``; one line of
+output is always one line, whatever a name holds.
 """
 
 from __future__ import annotations
@@ -58,6 +64,10 @@ class _Parser(argparse.ArgumentParser):
             self._print_message(message, sys.stderr)
         raise _Exit()
 
+    def _print_message(self, message, file=None):
+        if message:
+            _write(file or sys.stderr, message)
+
     def print_help(self, file=None):
         super().print_help(sys.stderr)
 
@@ -74,9 +84,28 @@ def _read_file(path):
         return read_manifest(handle)
 
 
+def _write(stream, text):
+    """Write ``text`` as ``stream`` can encode it: what it cannot is written as a backslash escape."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        text.encode(encoding)
+    except LookupError:  # an encoding Python does not know: plain ASCII is safe anywhere
+        text = text.encode("ascii", "backslashreplace").decode("ascii")
+    except UnicodeEncodeError:
+        text = text.encode(encoding, "backslashreplace").decode(encoding)
+    stream.write(text)
+
+
+def _printable(text):
+    """``text`` with every character that is not printable (line breaks, terminal escapes, bidi controls) escaped."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else char.encode("unicode_escape").decode("ascii") for char in text)
+
+
 def _say(stream, line):
-    """One line of output."""
-    stream.write(line + "\n")
+    """One line of output, escaped: a name read from the manifest can neither break the line nor the output stream."""
+    _write(stream, _printable(line) + "\n")
 
 
 def _claim_limits(values):
@@ -105,7 +134,21 @@ def _becomes(entry):
 
 
 def main(argv=None):
-    """``check-request <pod-manifest>``: exit 0 and ``OK``, exit 1 and ``OVER=<container>=<count>`` lines, or exit 2."""
+    """``check-request <pod-manifest>``: exit 0 and ``OK``, exit 1 and ``OVER=<container>=<count>`` lines, or exit 2.
+
+    Never raises: exit 1 means "too many GPUs", so any failure of the check itself (printing included) exits 2.
+    """
+    try:
+        return _main(argv)
+    except Exception as exc:  # pylint: disable=broad-exception-caught
+        try:
+            _say(sys.stderr, "check-request: internal error, the check did not complete: %s: %s" % (type(exc).__name__, exc))
+        except Exception:  # pylint: disable=broad-exception-caught
+            pass  # standard error itself is gone: the exit code still says it
+        return EXIT_ERROR
+
+
+def _main(argv):
     parser = _Parser(
         prog="check-request",
         description="Reject GPU requests larger than one slice before deploying. Reads the manifest as kubectl does "
@@ -158,8 +201,10 @@ def main(argv=None):
     if result["offenders"] or refused:
         for offender in result["offenders"]:
             _say(sys.stdout, "OVER=%s=%s" % (offender["container"], offender["count"]))
+        sys.stdout.flush()  # inside the guard of main: output that cannot be written is an error, not a verdict
         return EXIT_OVER
     _say(sys.stdout, "OK")
+    sys.stdout.flush()
     return EXIT_OK
 
 

@@ -673,11 +673,43 @@ def _merge_sources(value, document):
 def _merged(node, document):
     """A mapping node's ``{key as kubectl spells it: value node}`` with its merges applied as kubectl applies them (cached).
 
-    A merged mapping contributes what it holds once its own merges are applied, so each mapping is merged once.
+    A merged mapping contributes what it holds once its own merges are applied, so each mapping is merged once. The
+    mappings a chain of merges names are merged first, from the end of the chain, without recursion: a chain is as deep
+    as kubectl's alias budget lets it be, never as deep as Python's stack.
     """
     cached = getattr(node, "_gpushare_pairs", None)
     if cached is not None:
         return cached
+    stack = [node]
+    opened = set()  # mappings whose merged sources are being merged first
+    while stack:
+        current = stack[-1]
+        if getattr(current, "_gpushare_pairs", None) is not None:
+            stack.pop()
+            continue
+        waiting = [source for key, value in current.value if _is_merge(key) for source in _merge_sources(value, document)
+                   if getattr(source, "_gpushare_pairs", None) is None]
+        if not waiting:
+            _merge_pairs(current, document)
+            opened.discard(id(current))
+            stack.pop()
+            continue
+        opened.add(id(current))
+        for source in waiting:
+            if id(source) in opened:
+                _refuse(
+                    "a mapping merged ('<<') into itself",
+                    "kubectl refuses it (\"anchor value contains itself\")",
+                    "merge other mappings than the one being written",
+                    document,
+                    source,
+                )
+            stack.append(source)
+    return node._gpushare_pairs  # pylint: disable=protected-access
+
+
+def _merge_pairs(node, document):
+    """Apply one mapping's merges, every mapping it merges being merged already (see :func:`_merged`)."""
     pairs = {}
     identities = {}
 
@@ -696,19 +728,12 @@ def _merged(node, document):
     for key, value in node.value:
         if _is_merge(key):
             for source in _merge_sources(value, document):
-                for text, (merged_value, identity, merged_key) in _merged_entries(source, document).items():
+                for text, (merged_value, identity, merged_key) in source._gpushare_entries.items():  # pylint: disable=protected-access
                     put(text, identity, merged_value, merged_key)
             continue
         put(_key_text(key, document), _key_identity(key), value, key)
     node._gpushare_entries = pairs  # pylint: disable=protected-access
     node._gpushare_pairs = {text: entry[0] for text, entry in pairs.items()}  # pylint: disable=protected-access
-    return node._gpushare_pairs  # pylint: disable=protected-access
-
-
-def _merged_entries(node, document):
-    """``{key text: (value node, key identity, key node)}`` of a mapping node, merges applied."""
-    _merged(node, document)
-    return node._gpushare_entries  # pylint: disable=protected-access
 
 
 def _distinct_nodes(root):
@@ -871,15 +896,30 @@ def kubectl_documents(text):
 
 
 def node_data(node):
-    """A document of :func:`kubectl_documents` as the data kubectl sends (dicts, lists, str, bool, None, int, float)."""
-    node = target(node)
-    if is_null(node):
-        return None
-    if isinstance(node, MappingNode):
-        return {key: node_data(value) for key, value in mapping(node).items()}
-    if isinstance(node, SequenceNode):
-        return [node_data(item) for item in node.value]
-    return scalar(node)
+    """A document of :func:`kubectl_documents` as the data kubectl sends (dicts, lists, str, bool, None, int, float).
+
+    Built without recursion: aliases may nest a document deeper than Python's stack.
+    """
+    result = []
+    stack = [(node, result, None)]  # (node, the container its value goes into, the key there or None to append)
+    while stack:
+        current, into, key = stack.pop()
+        current = target(current)
+        if is_null(current):
+            value = None
+        elif isinstance(current, MappingNode):
+            value = {}
+            stack.extend((child, value, text) for text, child in reversed(list(mapping(current).items())))
+        elif isinstance(current, SequenceNode):
+            value = []
+            stack.extend((child, value, None) for child in reversed(current.value))
+        else:
+            value = scalar(current)
+        if key is None:
+            into.append(value)
+        else:
+            into[key] = value
+    return result[0]
 
 
 def is_null(node):
