@@ -22,10 +22,18 @@ Which objects are walked (as kubectl reads a file: what it sends is what is chec
   ReplicationController; ``apps`` Deployment, StatefulSet, DaemonSet, ReplicaSet; ``batch`` Job and
   CronJob), at their Pod spec.
 - Any object of another API group, or a workload kind's name in a group that is not its own (a Volcano
-  ``batch.volcano.sh`` Job, a ``Job`` without ``apiVersion``): every mapping anywhere in it outside
-  ``metadata`` and ``status`` that holds ``containers``, ``initContainers`` or ``ephemeralContainers`` is
-  taken as a Pod spec. The rule does not depend on where the kind nests its templates, so kinds this file
-  never heard of are checked, not passed.
+  ``batch.volcano.sh`` Job, a ``Job`` without ``apiVersion``), is searched, with two rules that do not depend
+  on where the kind nests its templates, so kinds this file never heard of are checked, not passed. Every
+  mapping anywhere in it outside ``metadata`` and ``status`` that holds ``containers``, ``initContainers`` or
+  ``ephemeralContainers`` is taken as a Pod spec (JobSet, LeaderWorkerSet, Volcano, Kubeflow training jobs, Ray,
+  KServe predictors and ServingRuntimes, Argo ``containerSet``), and when it is the ``spec`` of a template (a
+  mapping with ``metadata`` beside it) that template's intent is read as a Pod's. Every other mapping holding a
+  container's resource requirements (:data:`REQUIREMENT_FIELDS`: ``resources``, Tekton's ``computeResources``,
+  Kubeflow Trainer's ``resourcesPerNode``) whose ``limits`` or ``requests`` name a checked resource is taken as
+  one container, named by its ``name`` field or else by the path of those requirements (Argo's ``container``,
+  ``script`` and ``sidecars``, Tekton steps, ``stepTemplate``, sidecars and a TaskRun's own ``computeResources``,
+  KServe's ``model`` and framework predictors). A ``resources`` that is not such a mapping (a list of quotas, a
+  map of Ray's logical resources) is not a container's and is left alone.
 - Other kinds of Kubernetes' own API groups (``v1``, ``apps``, ``batch``, ``*.k8s.io`` except
   ``*.x-k8s.io``; ConfigMap, Service, ...) carry no Pod and are skipped.
 
@@ -66,6 +74,7 @@ __all__ = [
     "MAX_COUNT",
     "ManifestError",
     "POD_SPEC_PATHS",
+    "REQUIREMENT_FIELDS",
     "WORKLOAD_KINDS",
     "CLAIM_SPEC_PATHS",
     "check_claim_limits",
@@ -108,6 +117,10 @@ CLAIM_SPEC_PATHS = {
 CLAIM_GROUP = "resource.k8s.io"
 ALL_DEVICES = "all"
 CONTAINER_FIELDS = ("containers", "initContainers", "ephemeralContainers")
+# Fields that hold one container's resource requirements (limits and requests) in the kinds teams use: Kubernetes and
+# everything embedding its Container (Argo, KServe, Tekton v1beta1), Tekton v1 (steps, stepTemplate, sidecars, TaskRun
+# and PipelineRun overrides) and Kubeflow Trainer (TrainJob's trainer). Read only in the kinds that are searched.
+REQUIREMENT_FIELDS = ("resources", "computeResources", "resourcesPerNode")
 _BUILTIN_GROUPS = frozenset(("", "apps", "batch", "autoscaling", "policy", "extensions"))
 _SKIPPED_FIELDS = frozenset(("apiVersion", "kind", "metadata", "status"))
 # The intent vocabulary's annotations, their one home (module_utils/intents.py builds the policies that read them; this
@@ -314,22 +327,68 @@ class _Walker:
             self.check_intent(node, template, current, where + ".".join(path), kind, name)
 
     def search(self, node, obj, where, kind, name, skip=()):
-        """Every mapping of a custom resource (outside metadata and status) holding containers is a Pod spec."""
+        """A searched object (see the module's docstring): every mapping outside metadata and status holding containers is a
+        Pod spec (a template's ``spec``: its intent is read too), every other one holding a container's resource
+        requirements naming a checked resource is a container. Iterative: nesting costs no stack."""
         view = self.view
-        stack = [(obj[key], where + key) for key in reversed(list(obj)) if key not in _SKIPPED_FIELDS and key not in skip]
+        stack = [(obj[key], where + key, obj, key) for key in reversed(list(obj)) if key not in _SKIPPED_FIELDS and key not in skip]
         while stack:
-            value, path = stack.pop()
+            value, path, parent, key = stack.pop()
             self.step()
             items = view.as_list(value)
             if items is not None:
-                stack.extend((items[position], "%s[%d]" % (path, position)) for position in reversed(range(len(items))))
+                stack.extend((items[position], "%s[%d]" % (path, position), None, None) for position in reversed(range(len(items))))
                 continue
             current = view.as_map(value)
             if current is None:
                 continue
             if any(field in current for field in CONTAINER_FIELDS):
                 self.check_pod_spec(node, current, path, kind, name)
-            stack.extend((current[key], "%s.%s" % (path, key)) for key in reversed(list(current)) if key not in CONTAINER_FIELDS)
+                if self.intents is not None and key == "spec" and parent is not obj:
+                    self.check_intent(node, parent, current, path, kind, name)  # a Pod template: metadata beside spec
+            else:
+                self.check_requirements(node, current, path, kind, name)
+            stack.extend((current[child], "%s.%s" % (path, child), current, child) for child in reversed(list(current)) if child not in CONTAINER_FIELDS)
+
+    def check_requirements(self, obj_node, holder, where, kind, name):
+        """A mapping outside any Pod spec holding a container's resource requirements that name a checked resource: one container."""
+        view = self.view
+        for field in REQUIREMENT_FIELDS:
+            requirements = view.as_map(holder.get(field))
+            if requirements is None:
+                continue
+            counts = self.counts(requirements, "%s.%s" % (where, field), holder.get(field), strict=False)
+            label = view.as_text(holder.get("name")) or "%s.%s" % (where, field)
+            for resource in self.resources:
+                if resource in counts:
+                    self.found.append({"document": self.document, "kind": kind, "name": name, "container": label, "resource": resource,
+                                       "count": counts[resource], "field": field, "path": "%s.%s" % (where, field),
+                                       "object": obj_node if self.view is _ObjectView else None, "pod_spec": None})
+
+    def counts(self, requirements, where, node, strict=True):
+        """``{resource: units}`` of the checked resources a container's requirements name (the larger of limit and request).
+
+        ``strict``: a ``limits`` or ``requests`` that is not a mapping is an error (in a Pod spec); otherwise it is not a
+        container's and is skipped. A checked resource whose value is not a whole quantity is an error either way.
+        """
+        view = self.view
+        counts = {}
+        for section in ("limits", "requests"):
+            section_node = requirements.get(section)
+            if view.is_null(section_node):
+                continue
+            amounts = self.mapping(section_node, "%s.%s" % (where, section)) if strict else view.as_map(section_node)
+            if amounts is None:
+                continue
+            for resource in self.resources:
+                if resource not in amounts:
+                    continue
+                value = amounts[resource]
+                count, shown, why = view.quantity(value)
+                if count is None:
+                    self.fail("%s.%s[%s] is %s, %s" % (where, section, resource, shown, why), value if value is not None else node)
+                counts[resource] = max(count, counts.get(resource, 0))
+        return counts
 
     def check_claim(self, obj_node, obj, where, kind, name):
         """Each request of a claim (or claim template) for a class of ``claim_limits``, counted in shares."""
@@ -502,20 +561,7 @@ class _Walker:
         if view.is_null(resources_node):
             return
         resources = self.mapping(resources_node, where + ".resources")
-        counts = {}
-        for section in ("limits", "requests"):
-            section_node = resources.get(section)
-            if view.is_null(section_node):
-                continue
-            amounts = self.mapping(section_node, "%s.resources.%s" % (where, section))
-            for resource in self.resources:
-                if resource not in amounts:
-                    continue
-                value = amounts[resource]
-                count, shown, why = view.quantity(value)
-                if count is None:
-                    self.fail("%s.resources.%s[%s] is %s, %s" % (where, section, resource, shown, why), value if value is not None else node)
-                counts[resource] = max(count, counts.get(resource, 0))
+        counts = self.counts(resources, where + ".resources", node)
         for resource in self.resources:
             if resource in counts:
                 self.found.append(
@@ -620,7 +666,9 @@ def container_requests(documents_or_text, resources=DEFAULT_RESOURCES, claim_lim
     objects. Each entry is ``{"document": 0-based index, "kind", "name", "container", "resource",
     "count" (the larger of limit and request), "field" (containers, initContainers or
     ephemeralContainers), "path", "object", "pod_spec"}``; ``object`` and ``pod_spec`` are the
-    dicts when objects were given (None for YAML text). With ``claim_limits`` (see :func:`check_claim_limits`),
+    dicts when objects were given (None for YAML text). A container found outside any Pod spec in a searched kind
+    (an Argo template's ``container``, a Tekton step) has the requirements' field as ``field`` (one of
+    :data:`REQUIREMENT_FIELDS`), their path as ``path``, and no ``pod_spec`` (None). With ``claim_limits`` (see :func:`check_claim_limits`),
     each claim request for one of its classes is an entry too: ``container`` is ``<claim>/<request>``, ``resource``
     the device class, ``count`` the shares asked for (:data:`ALL_DEVICES` for ``allocationMode: All``), ``field``
     ``claim``. Raises :class:`ManifestError` for input that cannot be checked.

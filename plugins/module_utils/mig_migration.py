@@ -222,6 +222,8 @@ def gpu_workloads(documents, resources=_requests.DEFAULT_RESOURCES, default_name
     for finding in _requests.container_requests(list(documents), tuple(resources)):
         if finding["field"] == "ephemeralContainers" or finding["count"] <= 0:
             continue  # ephemeral containers take no resources
+        if finding["pod_spec"] is None:
+            continue  # found outside a Pod spec (an Argo template's container, a Tekton step): no placement to read
         obj = finding["object"]
         if skip_controlled and _controller(obj) in _requests.WORKLOAD_KINDS:
             continue
