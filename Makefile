@@ -23,7 +23,7 @@ help:
 	@echo "make dra           the same lab on Dynamic Resource Allocation (its own nodes on the lab cluster)"
 	@echo "make lab-operator  the whole lab in operator mode on cluster gpushare-operator (GPU Operator stand-in)"
 	@echo "make build         build the collection tarball"
-	@echo "make lock          recompile requirements-lock.txt from requirements.txt (LOCK_EXCLUDE_NEWER=<date> to move on)"
+	@echo "make lock          recompile requirements-lock.txt from requirements.txt, and the matrix cells' locks (LOCK_EXCLUDE_NEWER=<date> to move on)"
 	@echo "make tables        regenerate NVIDIA's hardware tables (plugins/module_utils/gpu_tables.py) from go-nvml's mock"
 	@echo "make helm          build (once; cached after) the helm that tools/helm/go.mod pins and print its path"
 	@echo "make nvidia        build (once; cached after) NVIDIA's gpu-feature-discovery, device plugin, config-manager (tools/nvidia) and mig-parted (tools/mig-parted), our mock NVML (tools/nvml-mock); print their paths"
@@ -41,13 +41,23 @@ $(VENV)/.installed: requirements-lock.txt
 # The locks: requirements.txt (the top-level toolchain) and tests/sanity/requirements.in compiled by uv, every package
 # pinned with its hashes, for Python 3.11 and later (--universal). Only what the registry had published before
 # LOCK_EXCLUDE_NEWER is taken, so `make lock` reproduces the committed files byte for byte (tests/unit/test_lock.py);
-# to move to newer releases: make lock LOCK_EXCLUDE_NEWER=$(date -u +%Y-%m-%dT%H:%M:%SZ), then `make test`.
+# to move to newer releases: make lock LOCK_EXCLUDE_NEWER=$(date -u +%Y-%m-%dT%H:%M:%SZ), then `make test` and
+# `make matrix`. Each other cell of the ansible-core matrix (tests/matrix/core-*/) gets the same two locks: the toolchain
+# with that cell's ansible and ansible-core (its overrides.txt) for that cell's Python (its python-version), and
+# sanity's, up to the same date.
 LOCK_EXCLUDE_NEWER := $(shell sed -n 's/.*--exclude-newer \([^ ]*\).*/\1/p' requirements-lock.txt | head -n 1)
-UV_COMPILE = $(VENV)/bin/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes --exclude-newer $(LOCK_EXCLUDE_NEWER)
+# (no Python is downloaded for a cell's version: the resolution needs none)
+UV_COMPILE = UV_PYTHON_DOWNLOADS=never $(VENV)/bin/uv pip compile --quiet --universal --python-version $(1) --generate-hashes --exclude-newer $(LOCK_EXCLUDE_NEWER)
+MATRIX_CELLS := $(patsubst %/,%,$(sort $(dir $(wildcard tests/matrix/core-*/overrides.txt))))
 .PHONY: lock
 lock: venv
-	cd $(CURDIR) && $(UV_COMPILE) requirements.txt -o requirements-lock.txt
-	cd $(CURDIR)/tests/sanity && $(UV_COMPILE) requirements.in -c ../../requirements-lock.txt -o requirements-lock.txt
+	cd $(CURDIR) && $(call UV_COMPILE,3.11) requirements.txt -o requirements-lock.txt
+	cd $(CURDIR)/tests/sanity && $(call UV_COMPILE,3.11) requirements.in -c ../../requirements-lock.txt -o requirements-lock.txt
+	@set -e; for cell in $(MATRIX_CELLS); do \
+	  python=$$(cat $$cell/python-version); echo "[lock] $$cell (Python $$python)"; \
+	  (cd $(CURDIR)/$$cell && $(call UV_COMPILE,$$python) ../../../requirements.txt --override overrides.txt -o requirements-lock.txt && \
+	   $(call UV_COMPILE,$$python) ../../sanity/requirements.in -c requirements-lock.txt -o sanity-lock.txt); \
+	done
 
 # The checkout is the collection; FQCNs resolve through this link.
 link: $(COLLECTION_LINK)

