@@ -16,11 +16,12 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from conftest import REPO, VENV_BIN, cluster_vars, subprocess_env
+from conftest import REPO, VENV_BIN, cluster_vars, kubectl_of, subprocess_env
 
 CLUSTER = os.environ.get("GPUSHARE_LAB_TEST_CLUSTER", "gpushare-it-lab")  # a cluster of its own, created and removed here
 KUBECONFIG = Path.home() / ".kwok" / "clusters" / CLUSTER / "kubeconfig.yaml"
 USER_KEY, USER_LABEL, USER_RESOURCE = "operator-notes", "example.com/rack", "example.com/fpga"
+LAB_QUOTA = yaml.safe_load((REPO / "inventory" / "group_vars" / "all" / "lab.yml").read_text(encoding="utf-8"))["gpushare_team_quota"]
 
 
 def recap(proc):
@@ -137,6 +138,77 @@ def test_after_step_7_the_file_holds_what_the_configmap_holds(fresh):
     assert set(data) == {"default", "shared", "mps"}
     assert data == {key: value for key, value in live.items() if key != USER_KEY}
     assert yaml.safe_load(data["mps"])["sharing"] == {"mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}
+
+
+def task_text(proc, task):
+    """What task ``task`` printed, its lines joined (the YAML result format folds long strings)."""
+    shown = proc.stdout[proc.stdout.index("TASK [%s" % task):]
+    shown = shown[:shown.index("TASK [", 1)] if "TASK [" in shown[1:] else shown
+    return " ".join(line.strip() for line in shown.splitlines())
+
+
+def kubectl_create(pod, dry_run=False):
+    """``kubectl create`` of ``pod`` on the module's cluster: (exit code, standard error)."""
+    args = [kubectl_of(KUBECONFIG), "--kubeconfig", str(KUBECONFIG), "create", "-f", "-"] + (["--dry-run=server"] if dry_run else [])
+    proc = subprocess.run(args, input=json.dumps(pod), capture_output=True, text=True, timeout=60, check=False)
+    return proc.returncode, proc.stderr
+
+
+def mig_by_intent(name, count):
+    """A team-a Pod that asks for ``count`` MIG slices by intent only (no resource, no placement of its own)."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "team-a", "annotations": {"gpushare.k8s/gpu": "isolated", "gpushare.k8s/gpu-count": str(count)}},
+            "spec": {"containers": [{"name": "cuda", "image": "registry.k8s.io/pause:3.10"}]}}
+
+
+def test_a_team_pod_asking_5_mig_slices_by_intent_is_refused_by_the_quota(fresh):
+    """Issue 42: gpu-quota limits nvidia.com/gpu only, and `isolated` is rewritten to nvidia.com/mig-1g.10gb, so such a Pod
+    was created and ran while the quota read 2/2. The coverage quota beside it (the team's share, 2, of every other name)
+    refuses it at admission; the spec's quota object, its file and step 5's refusal are as the spec writes them."""
+    code, stderr = kubectl_create(mig_by_intent("team-a-mig-5", 5))
+    assert code != 0, "the API server created the Pod"
+    assert ('pods "team-a-mig-5" is forbidden: exceeded quota: gpushare-gpu-coverage, requested: requests.nvidia.com/mig-1g.10gb=5, '
+            "used: requests.nvidia.com/mig-1g.10gb=0, limited: requests.nvidia.com/mig-1g.10gb=2") in stderr, stderr
+    with pytest.raises(ApiException) as missing:
+        fresh["core"].read_namespaced_pod("team-a-mig-5", "team-a")
+    assert missing.value.status == 404
+    # the team's share of MIG slices is 2: two pass (a dry run: admission, quota included, stores nothing), three do not
+    code, stderr = kubectl_create(mig_by_intent("team-a-mig-2", 2), dry_run=True)
+    assert code == 0, stderr
+    code, stderr = kubectl_create(mig_by_intent("team-a-mig-3", 3), dry_run=True)
+    assert code != 0 and "exceeded quota: gpushare-gpu-coverage, requested: requests.nvidia.com/mig-1g.10gb=3" in stderr, stderr
+    # the spec's step 5, unchanged: its quota object and file, the refusal it saves
+    core = fresh["core"]
+    assert core.read_namespaced_resource_quota("gpu-quota", "team-a").spec.hard == {"requests.nvidia.com/gpu": "2"}
+    assert (fresh["root"] / "k8s" / "gpu-quota.yaml").read_text() == (
+        'apiVersion: v1\nkind: ResourceQuota\nmetadata:\n  name: gpu-quota\n  namespace: team-a\nspec:\n  hard:\n    requests.nvidia.com/gpu: "2"\n')
+    assert (fresh["root"] / "out" / "quota-denied.txt").read_text() == (
+        'Error from server (Forbidden): error when creating "%s/k8s/team-over.yaml": pods "team-over" is forbidden: exceeded quota: '
+        "gpu-quota, requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=2, limited: requests.nvidia.com/gpu=2\n" % fresh["root"])
+    coverage = core.read_namespaced_resource_quota("gpushare-gpu-coverage", "team-a")
+    assert coverage.spec.hard == {"requests.nvidia.com/mig-1g.10gb": "2"}
+    assert coverage.metadata.labels == {"app.kubernetes.io/managed-by": "gpushare.k8s"}
+    assert "team-a (quota gpu-quota, gpushare-gpu-coverage): covers every advertised GPU resource (nvidia.com/gpu, nvidia.com/mig-1g.10gb)" \
+        in task_text(fresh["first_run"], "gpushare.k8s.quota_coverage : Show the quota coverage")
+
+
+def test_a_gpu_resource_no_quota_of_the_team_limits_fails_the_quota_step_unless_the_inventory_intends_it(fresh, run_playbook):
+    """A node advertising a GPU name the inventory does not know (a 2g.20gb MIG slice here): the quota step fails naming
+    it (it printed BYPASS and went on); listed in gpushare_team_quota.coverage.uncovered, it is reported and the step passes."""
+    core, extra = fresh["core"], "nvidia.com/mig-2g.20gb"
+    core.patch_node_status("lab-node-0", {"status": {"capacity": {extra: "1"}, "allocatable": {extra: "1"}}})
+    try:
+        proc = run_playbook("playbooks/lab.yml", extra_vars=fresh["vars"], extra_args=["--tags", "quota_coverage"])
+        assert proc.returncode != 0, proc.stdout[-3000:]
+        assert ("team-a (quota gpu-quota, gpushare-gpu-coverage): BYPASS - Pods asking for nvidia.com/mig-2g.20gb (on lab-node-0) are not "
+                "counted") in task_text(proc, "gpushare.k8s.quota_coverage : Check that every GPU quota"), proc.stdout[-3000:]
+        quota = dict(LAB_QUOTA, coverage={"uncovered": [extra]})
+        proc = run_playbook("playbooks/lab.yml", extra_vars=dict(fresh["vars"], gpushare_team_quota=quota), extra_args=["--tags", "quota_coverage"])
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert "left uncovered on purpose: nvidia.com/mig-2g.20gb (on lab-node-0)" in task_text(
+            proc, "gpushare.k8s.quota_coverage : Show the quota coverage"), proc.stdout[-3000:]
+    finally:
+        core.patch_node_status("lab-node-0", {"status": {"capacity": {extra: None}, "allocatable": {extra: None}}})
 
 
 def test_second_run_changes_nothing_and_files_are_byte_identical(fresh, run_playbook):
