@@ -172,6 +172,21 @@ def test_dry_run_spec_per_intent(lab, kubectl, intent):
     assert stored["spec"]["affinity"] == expected_affinity(lab, intent)
 
 
+def test_the_pods_own_node_affinity_is_kept_as_written(lab, kubectl):
+    """The Pod's own required term gains the pool's expression and keeps its own as the user wrote them: NotIn with one
+    empty value (the label, where set, must not be empty), Exists without values. The empty value was once dropped, and
+    the API server then refused the rewritten Pod (NotIn needs values)."""
+    own = [{"key": "example.com/rack", "operator": "NotIn", "values": [""]}, {"key": "example.com/zone", "operator": "Exists"},
+           {"key": "example.com/row", "operator": "In", "values": ["", "a"]}]
+    body = pod(unique("own"), "whole")
+    body["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": own}]}}}
+    error, stored = dry_run(kubectl, lab["bound"], body)
+    assert stored is not None, error
+    assert stored["spec"]["affinity"] == {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": own + [{"key": lab["label"], "operator": "In", "values": ["default"]}]}]}}}
+    assert stored["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+
+
 @pytest.mark.parametrize("intent", sorted(TABLE))
 def test_scheduled_per_intent_and_layout(lab, core_v1, intent):
     """Every intent x every layout: pinned to the layout's node, the Pod is scheduled there exactly when the layout gives it."""
