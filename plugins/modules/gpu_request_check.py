@@ -20,10 +20,16 @@ description:
   - Walks Pod, PodTemplate, Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController, Job and CronJob
     objects in their own API groups; checks C(containers), C(initContainers) and C(ephemeralContainers). Any object
     holding C(items) is read as kubectl reads it, as a list (C(List), C(PodList), but also a C(Pod) or C(ConfigMap)
-    with C(items)) - its items are checked, and kind-less items take the list's kind without C(List). In custom resources
-    (any other API group, such as Argo Rollouts, JobSets, LeaderWorkerSets, Volcano Jobs, training operators) and
-    workload kind names in a group not their own, every mapping outside C(metadata) and C(status) holding containers
-    is a Pod spec. Other kinds of Kubernetes' own groups are ignored.
+    with C(items)) - its items are checked, and kind-less items take the list's kind without C(List). Other kinds of
+    Kubernetes' own groups are ignored.
+  - Custom resources (any other API group) and workload kind names in a group not their own are searched wherever they
+    nest their Pods, so kinds the module never heard of are checked. Every mapping outside C(metadata) and C(status)
+    holding containers is a Pod spec (Argo Rollouts and C(containerSet), JobSets, LeaderWorkerSets, Volcano Jobs,
+    Kubeflow training jobs, KubeRay head and worker groups, KServe predictors and ServingRuntimes). Every other mapping
+    holding a container's resource requirements (C(resources), Tekton's C(computeResources), Kubeflow Trainer's
+    C(resourcesPerNode)) whose C(limits) or C(requests) name a checked resource is a container, reported by its C(name)
+    or the path of those requirements (Argo templates' C(container), C(script) and C(sidecars); Tekton steps,
+    C(stepTemplate), sidecars and TaskRun overrides; KServe C(predictor.model) and framework predictors).
   - YAML text is read as kubectl reads it, anchors, aliases and merge keys included (a C(<<) overrides the keys
     written before it, as in kubectl), or refused with a message naming the construct - explicit tags (C(!!binary)
     included), repeated keys, C(...) document ends, directives, text after C(---), JSON followed by more input, and
@@ -150,7 +156,9 @@ offenders:
       type: str
       sample: gpu-pod
     container:
-      description: Container name.
+      description:
+        - Container name; for a container found outside a Pod spec without a C(name) (an Argo template's C(container)),
+          the path of its resource requirements, such as V(spec.templates[0].container.resources).
       type: str
       sample: trainer
     resource:
