@@ -14,8 +14,8 @@ itself (``--dry-run=server``): a count the check reports is the count the API se
 this file's own quantity table; a quantity the API server refuses is refused by the check.
 
 A generated family (``FAMILY``) covers how kubectl turns a file into objects: ``items`` under every
-built-in kind, kind-less items, anchors and aliases at every level, merge keys with aliases, and
-alias budgets just under and over kubectl's. There the rule is strict both ways: the check says
+built-in kind, kind-less items, anchors and aliases at every level, merge keys with aliases, chains of
+hundreds of merges, and alias budgets just under and over kubectl's. There the rule is strict both ways: the check says
 ``OVER`` exactly when what kubectl sends asks for more than one unit, and refuses exactly where
 kubectl refuses the file.
 
@@ -656,9 +656,25 @@ def budget_family():
     return cases
 
 
+def chain_doc(name, links, padding):
+    """A Pod whose GPU limit ends a chain of ``links`` merges (``a_i: &a_i {<<: *a_(i-1)}``), ``padding`` plain values before it."""
+    lines = ["apiVersion: v1", "kind: Pod", "metadata: {name: %s}" % name, "padding: [%s]" % ", ".join(["1"] * padding), "chain:",
+             "  a0: &a0 {nvidia.com/gpu: 3}"]
+    lines += ["  a%d: &a%d {<<: *a%d}" % (link, link, link - 1) for link in range(1, links)]
+    lines += ["spec: {containers: [{name: chained, image: registry.k8s.io/pause:3.10, resources: {limits: *a%d}}]}" % (links - 1)]
+    return "\n".join(lines) + "\n"
+
+
+def chain_family():
+    """Merge chains deeper than Python's default recursion limit: read where kubectl reads them, refused where it refuses them."""
+    return {"chain-500": chain_doc("chain-500", 500, 1300), "chain-500-unpadded": chain_doc("chain-500-unpadded", 500, 1000),
+            "chain-700": chain_doc("chain-700", 700, 25000), "chain-40": chain_doc("chain-40", 40, 0)}
+
+
 FAMILY = {}
 FAMILY.update(items_family())
 FAMILY.update(anchors_family())
+FAMILY.update(chain_family())
 
 
 def kubectl_reading(kubectl, text):

@@ -339,6 +339,59 @@ def test_custom_resource_pod_templates_are_checked(check):
     assert (result.returncode, result.stdout) == (1, "OVER=server=2\n")
 
 
+@pytest.mark.parametrize(
+    "workload, out",
+    [
+        pytest.param("""\
+            apiVersion: argoproj.io/v1alpha1
+            kind: Workflow
+            metadata: {generateName: train-}
+            spec:
+              entrypoint: train
+              templates:
+              - name: train
+                container: {image: trainer, resources: {limits: {nvidia.com/gpu: 4}}}
+            """, "OVER=spec.templates[0].container.resources=4\n", id="argo-workflow"),
+        pytest.param("""\
+            apiVersion: tekton.dev/v1
+            kind: TaskRun
+            metadata: {name: build}
+            spec:
+              taskSpec:
+                steps:
+                - {name: build, image: x, computeResources: {limits: {nvidia.com/gpu: 4}}}
+            """, "OVER=build=4\n", id="tekton-taskrun"),
+        pytest.param("""\
+            apiVersion: serving.kserve.io/v1beta1
+            kind: InferenceService
+            metadata: {name: llm}
+            spec:
+              predictor:
+                model: {modelFormat: {name: huggingface}, resources: {limits: {nvidia.com/gpu: 4}}}
+            """, "OVER=spec.predictor.model.resources=4\n", id="kserve-inferenceservice"),
+    ],
+)
+def test_the_kinds_teams_use_are_checked(check, workload, out):
+    result = check(workload)
+    assert (result.returncode, result.stdout, result.stderr) == (1, out, "")
+
+
+def test_a_merge_chain_kubectl_reads_is_read(check):
+    # 500 links (a_i: &a_i {<<: *a_(i-1)}), padded under kubectl's alias budget: kubectl 1.33 reads this file
+    lines = ["apiVersion: v1", "kind: Pod", "metadata: {name: chained}", "padding: [%s]" % ", ".join(["1"] * 1300), "chain:",
+             "  a0: &a0 {nvidia.com/gpu: 4}"]
+    lines += ["  a%d: &a%d {<<: *a%d}" % (link, link, link - 1) for link in range(1, 500)]
+    lines += ["spec: {containers: [{name: main, image: x, resources: {limits: *a499}}]}"]
+    result = check("\n".join(lines) + "\n")
+    assert (result.returncode, result.stdout, result.stderr) == (1, "OVER=main=4\n", "")
+
+
+def test_a_name_the_output_cannot_encode_is_escaped(check):
+    env = dict(os.environ, PYTHONIOENCODING="ascii")
+    result = check(POD_TWO_GPUS.replace("name: trainer", "name: trainer-\u20ac"), env=env)
+    assert (result.returncode, result.stdout, result.stderr) == (1, "OVER=trainer-\\u20ac=2\n", "")
+
+
 def test_help_exits_2(installed):
     result = subprocess.run([str(installed.script), "--help"], capture_output=True, text=True, timeout=20, check=False)
     assert (result.returncode, result.stdout) == (2, "")
