@@ -224,7 +224,8 @@ def test_a_lapsed_hold_is_taken_over_and_a_live_one_names_its_holder(kubeconfig,
 
     assert not result.get("failed"), result
     assert LOCK_ANNOTATION not in (quota_used(kubectl, namespace, "team")["metadata"].get("annotations") or {})
-    with held(dict(kubeconfig=kubeconfig), dict(kind="ResourceQuota", name="team", namespace=namespace, seconds=60)) as holder:
+    # a hold of 20 s binds a task whose lock.seconds is 1: within its 1 s plus LOCK_SKEW (a longer one would be lapsed)
+    with held(dict(kubeconfig=kubeconfig), dict(kind="ResourceQuota", name="team", namespace=namespace, seconds=20)) as holder:
         began = time.monotonic()
         refused = run_manifests(manifests_params(kubeconfig, namespace, ["job-2"], seconds=1))
         waited = time.monotonic() - began
