@@ -31,15 +31,23 @@ def team_coverage_quota(team_resources, inventory=None, configs=None, intents=No
         raise AnsibleFilterError("team_coverage_quota: unknown setting %s; use %s" % (unknown[0], ", ".join(_SETTINGS)))
     try:
         reachable = _coverage.reachable_names(plain(inventory) or {}, plain(configs) or {}, plain(intents) or {})
+        classes = None
+        if "dra_nodes" in settings:  # the DRA track: the device classes the nodes' devices fall in, the bridged resource
+            classes, bridged = _coverage.reachable_classes(settings["dra_nodes"], settings.get("extended_resource") or None)
+            for resource, entry in bridged.items():
+                reachable.setdefault(resource, {"nodes": [], "configs": [], "intents": []}).update(
+                    classes=entry["classes"], nodes=sorted(set(reachable.get(resource, {}).get("nodes", []) + entry["nodes"])))
         return _coverage.team_coverage(reachable, plain(team_resources), settings.get("units"), settings.get("namespace"),
                                        settings.get("team_quota"), name=settings.get("name", _coverage.COVERAGE_QUOTA),
                                        limits=settings.get("limits"), uncovered=settings.get("uncovered"),
-                                       existing=settings.get("existing"), fields=settings.get("fields"))
+                                       existing=settings.get("existing"), fields=settings.get("fields"), classes=classes,
+                                       team_classes=settings.get("team_classes"))
     except ValueError as exc:  # CoverageError, and a config the device-plugin model refuses
         raise AnsibleFilterError(str(exc)) from None
 
 
-_SETTINGS = ("units", "namespace", "team_quota", "name", "limits", "uncovered", "existing", "fields")
+_SETTINGS = ("units", "namespace", "team_quota", "name", "limits", "uncovered", "existing", "fields", "dra_nodes", "extended_resource",
+             "team_classes")
 
 
 class FilterModule:

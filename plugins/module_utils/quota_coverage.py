@@ -26,11 +26,13 @@ import re
 try:
     from .quantity import parse_quantity
     from . import device_plugin as _dp
+    from . import dra as _dra
     from .errors import InputError, is_int
     from .gpu_names import DNS_SUBDOMAIN_RE, GPU_RESOURCE, LABEL_NAME_RE
 except ImportError:  # loaded as a plain module, next to node_status.py
     from quantity import parse_quantity  # type: ignore[no-redef]
     import device_plugin as _dp  # type: ignore[no-redef]
+    import dra as _dra  # type: ignore[no-redef]
     from errors import InputError, is_int  # type: ignore[no-redef]
     from gpu_names import DNS_SUBDOMAIN_RE, GPU_RESOURCE, LABEL_NAME_RE  # type: ignore[no-redef]
 
@@ -44,6 +46,7 @@ __all__ = [
     "coverage_message",
     "inventory_names",
     "quota_coverage",
+    "reachable_classes",
     "reachable_names",
     "resolve_quota_resources",
     "team_coverage",
@@ -59,6 +62,8 @@ COVERAGE_QUOTA = "gpushare-gpu-coverage"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "gpushare.k8s"
 COVERS_ANNOTATION = "gpushare.k8s/covers"
+# What a ResourceQuota counts of a device class: the devices a namespace's ResourceClaims ask for through it.
+DEVICE_CLASS_KEY = "%s.deviceclass.resource.k8s.io/devices"
 # The role's variables each part of the coverage comes from, for the messages (the lab's preflight passes its own).
 COVERAGE_FIELDS = {
     "name": "team_quota_coverage_name",
@@ -344,10 +349,11 @@ def reachable_names(inventory, configs=None, intents=None):
 def _sources(entry):
     """``node lab-node-2, intents 1g.10gb and isolated``: where a reachable name comes from."""
     parts = []
-    for kind, one in (("nodes", "node"), ("configs", "config"), ("intents", "intent")):
+    for kind, one in (("nodes", "node"), ("configs", "config"), ("intents", "intent"), ("classes", "device class")):
         values = sorted((entry or {}).get(kind) or [])
         if values:
-            parts.append("%s %s" % (one if len(values) == 1 else kind, " and ".join(values) if len(values) < 3 else ", ".join(values)))
+            many = kind if kind != "classes" else "device classes"
+            parts.append("%s %s" % (one if len(values) == 1 else many, " and ".join(values) if len(values) < 3 else ", ".join(values)))
     return ", ".join(parts) or "named in the limits"
 
 
@@ -367,10 +373,55 @@ def _resource(name, where):
         raise CoverageError(where, exc.problem, exc.fix) from None
 
 
+def _named(name, where, classes):
+    """``(quota key, name)`` of a name a coverage setting gives: a device class (a DNS subdomain without ``/``) when
+    ``classes`` are in play, else an extended resource name."""
+    if classes is not None and isinstance(name, str) and "/" not in name and len(name) <= 253 and DNS_SUBDOMAIN_RE.fullmatch(name):
+        return DEVICE_CLASS_KEY % name, name
+    resource = _resource(name, where)
+    return REQUESTS + resource, resource
+
+
+def _label(key):
+    """A quota key as a message names it: the resource name, or ``devices of class <class>``."""
+    if key.startswith(REQUESTS):
+        return key[len(REQUESTS):]
+    suffix = DEVICE_CLASS_KEY % ""
+    return "devices of class " + key[:-len(suffix)] if key.endswith(suffix) else key
+
+
+def reachable_classes(nodes, bridge_resource=None):
+    """The DRA track's share of what a team can be given: ``(classes, bridged)``. ``classes`` is ``{device class:
+    {"nodes": [...]}}`` for every class the DRA nodes' devices fall in (``nodes`` as :func:`dra.normalize_nodes` gives
+    them: whole GPUs in ``gpu.nvidia.com``, shared ones in ``shared.gpu.nvidia.com``, MIG devices in ``mig.nvidia.com``);
+    ``bridged`` is :func:`reachable_names`' shape for the extended resource the whole-GPU class serves
+    (``extendedResourceName``, ``bridge_resource``), ``{}`` without one."""
+    by_kind = {"whole": _dra.CLASS_GPU, "shared": _dra.CLASS_SHARED, "mig": _dra.CLASS_MIG}
+    classes = {}
+    if not isinstance(nodes, (list, tuple)):
+        raise CoverageError("dra_nodes", "must be a list of DRA nodes, got %r" % (nodes,), "pass the result of the dra_nodes filter")
+    for index, node in enumerate(nodes):
+        if not isinstance(node, dict) or not node.get("name") or node.get("sharing") not in by_kind:
+            raise CoverageError("dra_nodes[%d]" % index, "is not a normalised DRA node ({name, sharing: whole|shared|mig}), got %r" % (node,),
+                                "pass the result of the dra_nodes filter")
+        entry = classes.setdefault(by_kind[node["sharing"]], {"nodes": []})
+        if node["name"] not in entry["nodes"]:
+            entry["nodes"].append(node["name"])
+    bridged = {}
+    if bridge_resource and _dra.CLASS_GPU in classes:
+        bridged[_resource(bridge_resource, "extended_resource")] = {"nodes": sorted(classes[_dra.CLASS_GPU]["nodes"]), "configs": [],
+                                                                    "intents": [], "classes": [_dra.CLASS_GPU]}
+    return {name: {"nodes": sorted(classes[name]["nodes"])} for name in sorted(classes)}, bridged
+
+
 def team_coverage(reachable, team_resources, units, namespace, team_quota, name=COVERAGE_QUOTA, limits=None, uncovered=None,
-                  existing=None, fields=None):
+                  existing=None, fields=None, classes=None, team_classes=None):
     """The team's coverage quota: a ResourceQuota ``name`` beside the team's own quota ``team_quota`` (which limits
     ``team_resources``), limiting ``requests.<name>`` of every other name of ``reachable`` (:func:`reachable_names`).
+
+    On the DRA track, ``classes`` (:func:`reachable_classes`) are the device classes a team's claims can be allocated
+    from, each limited as ``<class>.deviceclass.resource.k8s.io/devices`` unless the team's quota names it
+    (``team_classes``); ``limits`` and ``uncovered`` may then name device classes too.
 
     Each name gets ``limits[name]`` units, else ``units`` (the team's own quota's units: the same share of every name,
     as ``auto`` gives); ``0`` refuses every Pod asking for it. A name of ``limits`` the inventory does not reach is
@@ -386,43 +437,48 @@ def team_coverage(reachable, team_resources, units, namespace, team_quota, name=
     fields = dict(COVERAGE_FIELDS, **(fields or {}))
     if not isinstance(reachable, dict):
         raise CoverageError("reachable", "must be a mapping of resource name to where it comes from", "pass the result of reachable_names")
+    if classes is not None and not isinstance(classes, dict):
+        raise CoverageError("classes", "must be a mapping of device class to where it comes from", "pass the result of reachable_classes")
     if not isinstance(name, str) or len(name) > 253 or not DNS_SUBDOMAIN_RE.fullmatch(name):
         raise CoverageError(fields["name"], "%r is not a DNS-1123 subdomain (a ResourceQuota's name)" % (name,), "use e.g. %s" % COVERAGE_QUOTA)
     if name == team_quota:
         raise CoverageError(fields["name"], "%r is the team's own quota (%s): the coverage quota would overwrite it" % (name, team_quota),
                             "give the coverage quota a name of its own, e.g. %s" % COVERAGE_QUOTA)
     units = _units(units, fields["units"], "give the GPU units the team may request, e.g. 2")
-    team = set(resolve_quota_resources(team_resources)) if team_resources else set()
+    # every name by its quota key: what the team's quota limits, what can be reached (with where it comes from)
+    team = set(REQUESTS + resource for resource in (resolve_quota_resources(team_resources) if team_resources else []))
+    team |= set(DEVICE_CLASS_KEY % item for item in (team_classes or []))
+    reach = {REQUESTS + resource: (resource, entry) for resource, entry in reachable.items()}
+    reach.update({DEVICE_CLASS_KEY % item: (item, entry) for item, entry in (classes or {}).items()})
     if limits is None:
         limits = {}
     if not isinstance(limits, dict):
         raise CoverageError(fields["limits"], "must be a mapping of resource name to units, got %r" % (limits,), "write e.g. {nvidia.com/mig-1g.10gb: 1}")
     checked = {}
-    for resource in sorted(limits, key=str):
-        where = "%s[%r]" % (fields["limits"], resource)
-        resource_name = _resource(resource, where)
-        if resource_name in team:
-            raise CoverageError(where, "%s is limited by quota %s already (%s units)" % (resource_name, team_quota, fields["units"]),
+    for given in sorted(limits, key=str):
+        where = "%s[%r]" % (fields["limits"], given)
+        key, shown = _named(given, where, classes)
+        if key in team:
+            raise CoverageError(where, "%s is limited by quota %s already (%s units)" % (shown, team_quota, fields["units"]),
                                 "remove it from %s, or from %s to limit it here" % (fields["limits"], fields["resources"]))
-        checked[resource_name] = _units(limits[resource], where, "give the units of %s the team may request, e.g. 1 (0: none)" % resource_name)
+        checked[key] = (shown, _units(limits[given], where, "give the units of %s the team may request, e.g. 1 (0: none)" % shown))
     if uncovered is None:
         uncovered = []
     if isinstance(uncovered, str) or not isinstance(uncovered, (list, tuple)):
         raise CoverageError(fields["uncovered"], "must be a list of resource names, got %r" % (uncovered,), "write e.g. [nvidia.com/mig-1g.10gb]")
-    intended = []
-    for index, resource in enumerate(uncovered):
+    intended = {}
+    for index, given in enumerate(uncovered):
         where = "%s[%d]" % (fields["uncovered"], index)
-        resource_name = _resource(resource, where)
-        if resource_name in team:
-            raise CoverageError(where, "%s is limited by quota %s, so it cannot be left uncovered" % (resource_name, team_quota),
+        key, shown = _named(given, where, classes)
+        if key in team:
+            raise CoverageError(where, "%s is limited by quota %s, so it cannot be left uncovered" % (shown, team_quota),
                                 "remove it from %s, or from %s" % (fields["uncovered"], fields["resources"]))
-        if resource_name in checked:
-            raise CoverageError(where, "%s is also given a limit in %s" % (resource_name, fields["limits"]), "keep it in one of the two")
-        if resource_name not in intended:
-            intended.append(resource_name)
-    wanted = {resource: checked.get(resource, units) for resource in reachable if resource not in team and resource not in intended}
+        if key in checked:
+            raise CoverageError(where, "%s is also given a limit in %s" % (shown, fields["limits"]), "keep it in one of the two")
+        intended.setdefault(key, shown)
+    wanted = {key: (shown, units) for key, (shown, _entry) in reach.items() if key not in team and key not in intended}
     wanted.update(checked)
-    hard = {REQUESTS + resource: str(wanted[resource]) for resource in sorted(wanted)}
+    hard = {key: str(wanted[key][1]) for key in sorted(wanted)}
     current = {}
     if existing:
         meta = existing.get("metadata") or {}
@@ -433,21 +489,27 @@ def team_coverage(reachable, team_resources, units, namespace, team_quota, name=
                 % (namespace, name, MANAGED_BY_LABEL, MANAGED_BY),
                 "give the coverage quota another name in %s, or delete that ResourceQuota if nothing needs it" % fields["name"])
         current = (existing.get("spec") or {}).get("hard") or {}
+    shown_names = sorted(wanted[key][0] for key in wanted)
     quota = None
     if hard or current:
-        covers = ", ".join(sorted(wanted)) or "nothing (quota %s limits every GPU resource the team can reach)" % team_quota
+        covers = ", ".join(shown_names) or "nothing (quota %s limits every GPU resource the team can reach)" % team_quota
         spec_hard = dict(hard)
         spec_hard.update({key: None for key in sorted(current) if key not in hard})
         quota = {"apiVersion": "v1", "kind": "ResourceQuota",
                  "metadata": {"name": name, "namespace": namespace, "labels": {MANAGED_BY_LABEL: MANAGED_BY},
                               "annotations": {COVERS_ANNOTATION: "the GPU resources quota %s does not limit: %s" % (team_quota, covers)}},
                  "spec": {"hard": spec_hard}}
-    covers = [{"resource": resource, "units": wanted[resource], "sources": _sources(reachable.get(resource))} for resource in sorted(wanted)]
-    left = [{"resource": resource, "sources": _sources(reachable.get(resource))} for resource in intended]
-    lines = ["Quota %s limits %s." % (team_quota, ", ".join(sorted(team)) or "no GPU resource")]
+
+    def described(key):
+        shown, entry = reach.get(key, (None, None))
+        return _sources(entry)
+
+    covers = [{"resource": wanted[key][0], "units": wanted[key][1], "sources": described(key)} for key in sorted(wanted, key=lambda k: wanted[k][0])]
+    left = [{"resource": shown, "sources": described(key)} for key, shown in intended.items()]
+    lines = ["Quota %s limits %s." % (team_quota, ", ".join(sorted(_label(key) for key in team)) or "no GPU resource")]
     if covers:
         lines.append("Quota %s limits every other GPU resource the team can reach: %s." % (
-            name, "; ".join("%s to %d (%s)" % (item["resource"], item["units"], item["sources"]) for item in covers)))
+            name, "; ".join("%s to %d (%s)" % (_label(key), wanted[key][1], described(key)) for key in sorted(wanted, key=lambda k: wanted[k][0]))))
     if left:
         lines.append("Left uncovered as %s says: %s." % (fields["uncovered"], "; ".join("%s (%s)" % (item["resource"], item["sources"]) for item in left)))
     return {"object": quota, "hard": hard, "covers": covers, "intended": left, "msg": " ".join(lines)}

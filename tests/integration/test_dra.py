@@ -258,6 +258,36 @@ def test_the_team_quota_refuses_a_claim_at_admission(lab):
     assert refused.value.status == 403 and "exceeded quota: dra-quota" in refused.value.body
 
 
+def test_the_coverage_quota_refuses_what_the_team_quota_does_not_count(lab):
+    """dra-quota counts devices of class gpu.nvidia.com only. Beside it, the collection's gpushare-gpu-coverage gives the
+    team the same 2 of every other class the DRA nodes' devices fall in and of every extended resource a Pod of the team
+    can be given on this cluster (the bridged nvidia.com/gpu, the device-plugin nodes' names): 3 MIG devices or 3 shares
+    are refused at admission. The quota system counts a claim through gpu.nvidia.com as requests.nvidia.com/gpu too (the
+    class's extendedResourceName; measured: the team's two claims use 2 of it), so whole GPUs are one share of 2 however
+    the team asks: with its two claims in place, even a Pod asking for one nvidia.com/gpu is refused. Expectations
+    written by hand from inventory/."""
+    cluster = lab["cluster"]
+    coverage = cluster.core.read_namespaced_resource_quota("gpushare-gpu-coverage", TEAM_NS)
+    assert coverage.spec.hard == {"mig.nvidia.com.deviceclass.resource.k8s.io/devices": "2", "shared.gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "2",
+                                  "requests.nvidia.com/gpu": "2", "requests.nvidia.com/mig-1g.10gb": "2"}
+    assert cluster.core.read_namespaced_resource_quota("dra-quota", TEAM_NS).spec.hard == {"gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "2"}
+    for device_class in ("mig.nvidia.com", "shared.gpu.nvidia.com"):
+        key = f"{device_class}.deviceclass.resource.k8s.io/devices"
+        with pytest.raises(ApiException) as refused:
+            cluster.resource.create_namespaced_resource_claim(TEAM_NS, {"metadata": {"name": "three"}, "spec": {"devices": {"requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": 3}}]}}})
+        assert refused.value.status == 403
+        assert f"exceeded quota: gpushare-gpu-coverage, requested: {key}=3, used: {key}=0, limited: {key}=2" in refused.value.body
+    pod = {"metadata": {"name": "one-gpu"}, "spec": {"containers": [{"name": "cuda", "image": "registry.k8s.io/pause:3.10",
+                                                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    with pytest.raises(ApiException) as refused:
+        cluster.core.create_namespaced_pod(TEAM_NS, pod)
+    assert refused.value.status == 403
+    message = json.loads(refused.value.body)["message"]
+    assert ("exceeded quota: gpushare-gpu-coverage, requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=2, "
+            "limited: requests.nvidia.com/gpu=2") in message, message
+
+
 def test_the_report_names_who_holds_each_device(lab):
     report = (lab["root"] / "out" / "dra-placement.txt").read_text().splitlines()
     assert "  gpu-0 = gpu-dra/shared-claim-0, gpu-dra/shared-claim-1, gpu-dra/shared-claim-2" in report

@@ -12,6 +12,7 @@ from ansible_collections.gpushare.k8s.plugins.module_utils.quota_coverage import
     coverage_message,
     inventory_names,
     quota_coverage,
+    reachable_classes,
     reachable_names,
     resolve_quota_resources,
     team_coverage,
@@ -298,3 +299,33 @@ def test_a_name_left_uncovered_on_purpose_is_no_bypass():
     with pytest.raises(CoverageError) as info:
         quota_coverage(quotas, ADVERTISED, uncovered=["requests.nvidia.com/mig-1g.10gb"])
     assert str(info.value).startswith("uncovered[0]: 'requests.nvidia.com/mig-1g.10gb' is a quota key")
+
+
+def test_the_dra_teams_coverage_quota_counts_every_other_device_class_and_the_bridged_resource():
+    """The DRA track's team quota counts devices of class gpu.nvidia.com; the coverage quota beside it counts the other
+    classes the nodes' devices fall in (written by hand from inventory/group_vars/all/dra.yml: whole GPUs on dra-node-0,
+    shared ones on dra-node-1, MIG on dra-node-2) and nvidia.com/gpu, which the whole-GPU class serves."""
+    nodes = [{"name": "dra-node-0", "sharing": "whole"}, {"name": "dra-node-1", "sharing": "shared"}, {"name": "dra-node-2", "sharing": "mig"}]
+    classes, bridged = reachable_classes(nodes, GPU)
+    assert classes == {"gpu.nvidia.com": {"nodes": ["dra-node-0"]}, "mig.nvidia.com": {"nodes": ["dra-node-2"]},
+                       "shared.gpu.nvidia.com": {"nodes": ["dra-node-1"]}}
+    assert bridged == {GPU: {"nodes": ["dra-node-0"], "configs": [], "intents": [], "classes": ["gpu.nvidia.com"]}}
+    coverage = team_coverage(bridged, [], 2, "team-dra", "dra-quota", classes=classes, team_classes=["gpu.nvidia.com"],
+                             limits={"mig.nvidia.com": 1})
+    assert coverage["hard"] == {"mig.nvidia.com.deviceclass.resource.k8s.io/devices": "1", "requests.nvidia.com/gpu": "2",
+                                "shared.gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "2"}
+    assert coverage["msg"] == (
+        "Quota dra-quota limits devices of class gpu.nvidia.com. Quota gpushare-gpu-coverage limits every other GPU resource the team can "
+        "reach: devices of class mig.nvidia.com to 1 (node dra-node-2); nvidia.com/gpu to 2 (node dra-node-0, device class gpu.nvidia.com); "
+        "devices of class shared.gpu.nvidia.com to 2 (node dra-node-1).")
+    left = team_coverage(bridged, [], 2, "team-dra", "dra-quota", classes=classes, team_classes=["gpu.nvidia.com"], uncovered=["shared.gpu.nvidia.com"])
+    assert "shared.gpu.nvidia.com.deviceclass.resource.k8s.io/devices" not in left["hard"]
+    assert left["intended"] == [{"resource": "shared.gpu.nvidia.com", "sources": "node dra-node-1"}]
+    with pytest.raises(CoverageError) as info:
+        team_coverage(bridged, [], 2, "team-dra", "dra-quota", classes=classes, team_classes=["gpu.nvidia.com"], limits={"gpu.nvidia.com": 1})
+    assert str(info.value).startswith("team_quota_coverage_limits['gpu.nvidia.com']: gpu.nvidia.com is limited by quota dra-quota already")
+    # no bridge, no whole GPUs: nothing bridged
+    assert reachable_classes(nodes[1:], GPU)[1] == {}
+    with pytest.raises(CoverageError) as info:
+        reachable_classes([{"name": "n"}])
+    assert str(info.value).startswith("dra_nodes[0]: is not a normalised DRA node")
