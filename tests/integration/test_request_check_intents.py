@@ -4,11 +4,11 @@
 The lab's intent policies (role intent_admission, the lab's pools and configs) are installed under a name of this
 module's own, bound to a namespace of its own; the request check is installed (role request_check) with what the same
 pools and configs give (request_check_intents). For every manifest of the corpus (each intent x counts, a bad count, an
-unknown intent, the gpu-containers annotation, a Pod that names a GPU itself, a Deployment) the script's verdict is
-held to the API server's server-side dry run of the Pod (a Deployment's Pod built from its template, as its ReplicaSet
-will create it): the script says REFUSED exactly when the API server refuses the Pod, and otherwise the resource and
-count it says each container gets is what the API server stored, container by container. A Pod that asks by no
-intent prints no INTENT line. Nothing is computed here from the collection's model.
+unknown intent, the gpu-containers annotation, a Pod that names a GPU itself, a Deployment, a Volcano Job) the script's
+verdict is held to the API server's server-side dry run of the Pod (a Deployment's or Volcano Job's Pod built from its
+template, as its controller will create it): the script says REFUSED exactly when the API server refuses the Pod, and
+otherwise the resource and count it says each container gets is what the API server stored, container by container. A
+Pod that asks by no intent prints no INTENT line. Nothing is computed here from the collection's model.
 """
 from __future__ import annotations
 
@@ -44,6 +44,15 @@ def deployment(name, annotations):
                                   "spec": template["spec"]}}}
 
 
+def volcano_job(name, annotations):
+    """A Volcano Job (a kind the check knows nothing of) whose task template asks by intent: its Pods are what admission sees."""
+    template = pod(name, annotations)
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"minAvailable": 1, "tasks": [{"name": "worker", "replicas": 1,
+                                                   "template": {"metadata": {"annotations": template["metadata"]["annotations"]},
+                                                                "spec": template["spec"]}}]}}
+
+
 def corpus():
     cases = []
     for intent in ("whole", "shared", "isolated", "1g.10gb", "2g.20gb", "exclusive"):
@@ -60,15 +69,17 @@ def corpus():
         deployment("d-shared", {INTENT: "shared"}),
         deployment("d-shared-2", {INTENT: "shared", COUNT: "2"}),
         deployment("d-isolated", {INTENT: "isolated", COUNT: "3"}),
+        volcano_job("v-whole-4", {INTENT: "whole", COUNT: "4"}),
+        volcano_job("v-shared-2", {INTENT: "shared", COUNT: "2"}),
     ]
     return cases
 
 
 def as_pod(obj):
-    """What reaches the policies: the Pod itself, or the Pod a Deployment's ReplicaSet creates from its template."""
+    """What reaches the policies: the Pod itself, or the Pod a Deployment's ReplicaSet (a Volcano Job's controller) creates from its template."""
     if obj["kind"] == "Pod":
         return obj
-    template = obj["spec"]["template"]
+    template = obj["spec"]["tasks"][0]["template"] if obj["apiVersion"].startswith("batch.volcano.sh/") else obj["spec"]["template"]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": obj["metadata"]["name"], "annotations": template["metadata"]["annotations"]},
             "spec": template["spec"]}
 
