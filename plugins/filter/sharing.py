@@ -90,7 +90,7 @@ def _mig_reset_expected(entries, policy, configmaps):
     if name not in configmaps:
         raise InputError("ClusterPolicy spec.devicePlugin.config.name", "names ConfigMap %r, which the operator's namespace lacks" % (name,),
                          "put the ClusterPolicy's device-plugin config back in place before the undo; nothing was written")
-    configs = {key: text for key, text in configmaps[name].items()}
+    configs = dict(configmaps[name])
     return sharing_mig_reset_expected(entries, configs, strategy, default)
 
 

@@ -45,8 +45,10 @@ def run_check(argv, expect_rc=0, expect_stdout=None, timeout=DEFAULT_TIMEOUT):
         return dict(failed=True, msg="timeout: %r is not a number of seconds; give a positive number, e.g. %d" % (timeout, DEFAULT_TIMEOUT))
     command = " ".join(shlex.quote(str(arg)) for arg in argv)
     try:
-        proc = subprocess.Popen([str(arg) for arg in argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)
+        # not AnsibleModule.run_command: the program's own session, stopped after timeout (run_command has no timeout),
+        # and the controller path has no AnsibleModule (plugin_utils/controller_action.py)
+        proc = subprocess.Popen([str(arg) for arg in argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,  # pylint: disable=ansible-bad-function
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     except FileNotFoundError:
         return dict(failed=True, rc=None, stdout="", stderr="", msg="%s: no such program; install it first" % argv[0])
     except PermissionError:

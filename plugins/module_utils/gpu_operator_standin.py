@@ -292,7 +292,8 @@ class MigParted(_NodeBinary):
         argv = mig_parted_command(self.binary, directory, config, layout)
         self.runs += 1
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout, env=env, check=False)
+            # the stand-in's own process, no AnsibleModule; bounded by timeout, which run_command has not
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout, env=env, check=False)  # pylint: disable=ansible-bad-function
             output, code = proc.stdout + proc.stderr, proc.returncode
         except subprocess.TimeoutExpired:
             output, code = "nvidia-mig-parted did not finish within %ss" % self.timeout, None
@@ -367,7 +368,8 @@ class Gfd(_NodeBinary):
             env["MIG_STRATEGY"] = strategy
         self.runs += 1
         try:
-            proc = subprocess.run(args, capture_output=True, text=True, timeout=self.timeout, env=env, check=False)
+            # the stand-in's own process, no AnsibleModule; bounded by timeout, which run_command has not
+            proc = subprocess.run(args, capture_output=True, text=True, timeout=self.timeout, env=env, check=False)  # pylint: disable=ansible-bad-function
         except (OSError, subprocess.SubprocessError) as exc:
             raise GfdError("cannot run %s: %s" % (self.binary, exc)) from None
         _write(os.path.join(directory, "gfd.log"), "$ %s\n%s" % (" ".join(args), proc.stderr))
@@ -565,7 +567,9 @@ class DevicePlugin:
         with open(os.path.join(directory, "device-plugin.log"), "ab") as log:
             log.write(("\n$ %s (%s)\n" % (" ".join(argv[argv.index(self.kubelet):]), reason)).encode("utf-8"))
             log.flush()
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env)  # pylint: disable=consider-using-with
+            # a long-running agent of the stand-in, not a command run to its end (run_command's)
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,  # pylint: disable=consider-using-with,ansible-bad-function
+                                    env=env)
         self.starts += 1
         self._agents[node] = {"proc": proc, "restart_key": restart_key, "started": time.monotonic()}
         return ["%s: device plugin %s" % (node, reason)]
