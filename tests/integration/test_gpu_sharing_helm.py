@@ -149,3 +149,31 @@ def test_undo_gives_the_release_its_earlier_values_back(cluster, inventory, helm
     labels = core.read_node("lab-node-1").metadata.labels
     assert "nvidia.com/device-plugin.config" not in labels and labels[POOL_LABEL] == "inference"
     assert {c.metadata.name for c in core.list_namespaced_config_map(NAMESPACE).items} == {"kube-root-ca.crt"}
+
+
+def test_a_secret_in_the_release_values_is_never_printed_at_vvv(cluster, inventory, helm):
+    """Issue 42: a release's user values can hold credentials (here one planted with --set-string, a value the chart
+    does not render). The configure and undo runs read those values (helm_info), keep them in facts and give them back
+    to kubernetes.core.helm; at -vvv every module's arguments and result would print them. Both runs do their work and
+    the value is in neither's output."""
+    import uuid
+
+    secret = "gpushare-planted-%s" % uuid.uuid4().hex
+    helm_cli(cluster, helm, "upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values",
+             "--set-string", "imagePullCredentials.password=%s" % secret)
+    planted = user_values(cluster, helm)
+    assert planted["imagePullCredentials"] == {"password": secret}
+
+    configured = run(cluster, inventory, helm, "-vvv")
+    assert configured.returncode == 0, tail(configured)
+    values = user_values(cluster, helm)
+    assert values["devicePlugin"]["config"] == {"name": "device-plugin-configs", "default": "default"}  # the run did its work
+    assert values["imagePullCredentials"] == {"password": secret}  # and kept the user's value
+    assert "ESTABLISH LOCAL CONNECTION FOR USER" in configured.stdout  # -vvv took effect
+    assert secret not in configured.stdout + configured.stderr
+
+    undone = run(cluster, inventory, helm, "-vvv", "-e", "gpushare_sharing_state=absent")
+    assert undone.returncode == 0, tail(undone)
+    assert user_values(cluster, helm) == planted  # the collection's values gone, the user's (the secret among them) kept
+    assert "ESTABLISH LOCAL CONNECTION FOR USER" in undone.stdout
+    assert secret not in undone.stdout + undone.stderr
