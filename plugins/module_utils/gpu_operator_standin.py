@@ -568,8 +568,8 @@ class DevicePlugin:
             log.write(("\n$ %s (%s)\n" % (" ".join(argv[argv.index(self.kubelet):]), reason)).encode("utf-8"))
             log.flush()
             # a long-running agent of the stand-in, not a command run to its end (run_command's)
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,  # pylint: disable=consider-using-with,ansible-bad-function
-                                    env=env)
+            proc = subprocess.Popen(  # pylint: disable=consider-using-with,ansible-bad-function
+                argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env)
         self.starts += 1
         self._agents[node] = {"proc": proc, "restart_key": restart_key, "started": time.monotonic()}
         return ["%s: device plugin %s" % (node, reason)]
