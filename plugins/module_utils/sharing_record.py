@@ -400,6 +400,21 @@ def _node_entry(node, managed_label, gpus, product, baseline):
                 baseline=baseline)
 
 
+def _check_recorded_nodes(record, nodes):
+    """Refuse a record naming a node of the cluster the collection cannot have configured: no GPU, nothing of ``nvidia.com/``
+    advertised and none of the labels it writes."""
+    present = {(node.get("metadata") or {}).get("name"): node for node in nodes or []}
+    for name in sorted(record.get("nodes") or {}):
+        node = present.get(name)
+        if node is None:
+            continue
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        if not (_pools.node_gpus(node)[0] or _advertised(node, lambda key: False)["resources"] or any(key in labels for key in OWNED_LABELS)):
+            raise RecordError("record nodes.%s" % name, "names a node with no GPU and none of the labels the collection writes (%s): "
+                              "the collection never configured it" % ", ".join(OWNED_LABELS),
+                              "delete the record and its seal; nothing was written")
+
+
 def extend(record, policy, patch, via, configmaps, nodes, entries, managed_label, values=None, release=None):
     """The record extended with what it lacks, before the role writes (``record`` itself is not changed).
 
@@ -410,6 +425,7 @@ def extend(record, policy, patch, via, configmaps, nodes, entries, managed_label
     product | mig: {product}}``).
     """
     record = copy.deepcopy(record) if record else _empty()
+    _check_recorded_nodes(record, nodes)
     first = record["policy"] is None
     if first:
         if via == "helm":
@@ -458,6 +474,7 @@ def undo_plan(record, policy, values, configmaps, nodes):
     """
     plan = {"policy_patch": None, "values": None, "release": None, "mig_reset": [], "configmaps_delete": [], "configmaps_patch": {},
             "node_labels": {}, "expected": {}}
+    _check_recorded_nodes(record, nodes)
     recorded = record.get("policy")
     if recorded:
         if recorded["via"] == "helm":
@@ -484,12 +501,6 @@ def undo_plan(record, policy, values, configmaps, nodes):
     for name, entry in sorted(record.get("nodes", {}).items()):
         if name not in present:
             continue
-        labels = (present[name].get("metadata") or {}).get("labels") or {}
-        if not (_pools.node_gpus(present[name])[0] or _advertised(present[name], lambda key: False)["resources"]
-                or any(key in labels for key in OWNED_LABELS)):
-            raise RecordError("record nodes.%s" % name, "names a node with no GPU and none of the labels the collection writes (%s): "
-                              "the collection never configured it" % ", ".join(OWNED_LABELS),
-                              "delete the record and its seal; nothing was written")
         layout = ((present[name].get("metadata") or {}).get("labels") or {}).get(MIG_CONFIG_LABEL)
         earlier = entry["owned"].get(MIG_CONFIG_LABEL)
         if layout and layout != earlier and earlier in (None, ALL_DISABLED):

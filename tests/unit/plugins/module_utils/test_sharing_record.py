@@ -257,12 +257,14 @@ def test_a_malformed_seal_is_refused_and_its_text_quoted():
     assert "\\n" in message and "x" * 100 not in message
 
 
-def test_an_undo_refuses_a_recorded_node_the_collection_never_configured():
+def test_a_recorded_node_the_collection_never_configured_is_refused():
     record = first_record()
     record["nodes"]["cp"] = dict(record["nodes"]["a"], gpus=0, resources={}, labels={})
     control_plane = node("cp", {"node-role.kubernetes.io/control-plane": ""}, {"cpu": "4"})
     with pytest.raises(sr.RecordError, match=r"^record nodes\.cp: names a node with no GPU"):
         sr.undo_plan(record, POLICY, None, {}, NODES + [control_plane])
+    with pytest.raises(sr.RecordError, match=r"^record nodes\.cp: names a node with no GPU"):  # and a configuring run, before it writes
+        sr.extend(record, POLICY, PATCH, "patch", {}, NODES + [control_plane], ENTRIES, managed)
     # the same node carrying a label the collection writes is one it configured: put back
     configured = node("cp", {"nvidia.com/device-plugin.config": "shared"}, {"cpu": "4"})
     assert "cp" in sr.undo_plan(record, POLICY, None, {}, NODES + [configured])["node_labels"]
