@@ -135,6 +135,7 @@ def test_an_injected_namespace_is_refused_naming_the_field(field):
     ("team_service_account", "a" * 64, "is not a DNS-1123 label"),
     ("device_plugin_configmap", "cm: {x}", "is not a DNS-1123 subdomain"),
     ("team_quota", "", "is not a DNS-1123 subdomain"),
+    ("team_coverage_quota", "Coverage", "is not a DNS-1123 subdomain"),
     ("admission_guard_name", "guard]\n- name", "is not a DNS-1123 subdomain"),
     ("nodes", "lab-node-0", "must be a list of node names"),
     ("token_source", "forever", "must be one of request, secret"),
@@ -145,6 +146,15 @@ def test_every_name_is_checked(field, value, problem):
     with pytest.raises(rbac.InputError) as caught:
         rbac.rbac_objects(dict(LAB, **{field: value}))
     assert str(caught.value).startswith("rbac_%s: " % field) and problem in str(caught.value) and "Fix: " in str(caught.value)
+
+
+def test_the_lab_may_read_and_patch_its_two_quotas_only():
+    """The team's quota and the coverage quota beside it, by name; create cannot be limited to names."""
+    def quota_rules(settings):
+        team = role(rbac.rbac_objects(settings), "Role", "team-a")
+        return [(r["verbs"], r.get("resourceNames")) for r in team["rules"] if r["resources"] == ["resourcequotas"]]
+    assert quota_rules(LAB) == [(["create"], None), (["get", "patch"], ["gpu-quota", "gpushare-gpu-coverage"]), (["list"], None)]
+    assert quota_rules(dict(LAB, team_coverage_quota="team-a-extra"))[1] == (["get", "patch"], ["gpu-quota", "team-a-extra"])
 
 
 def test_a_bad_node_name_is_named_by_its_index():
