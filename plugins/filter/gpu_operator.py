@@ -11,6 +11,8 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpushare.k8s.plugins.filter.gpushare import node_gpu_resources
 from ansible_collections.gpushare.k8s.plugins.module_utils import device_plugin as _dp
 from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_operator as _op
+from ansible_collections.gpushare.k8s.plugins.module_utils import operator_layouts as _layouts
+from ansible_collections.gpushare.k8s.plugins.module_utils import sharing_record as _record
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
 
 # The collection's own refusals (bad input: the node model's, a config's, a MIG layout's; a layout mig-parted lacks).
@@ -35,10 +37,26 @@ def gpu_operator_expected(nodes, configs=None, strategy="mixed", product=None, d
         raise AnsibleFilterError(str(exc)) from None
 
 
-def gpu_operator_mig_parted(nodes):
-    """The mig-parted config text (``config.yaml``) holding every MIG node's layout and ``all-disabled``."""
+def gpu_operator_mig_parted(nodes, source=None):
+    """The mig-parted config text (``config.yaml``): every layout of ``source`` (a ``gpu_operator_mig_parted_source``) and
+    the MIG nodes' layouts and ``all-disabled`` it lacks; a layout of the same name doing something else on a node fails."""
     try:
-        return _op.render_mig_parted(nodes)
+        return _layouts.render(nodes, source or None)
+    except _ERRORS as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+def gpu_operator_mig_parted_source(configmaps, policy, configmap, namespace, record=None):
+    """The mig-parted config the ClusterPolicy named before the collection's ConfigMap ``configmap`` (``{name, namespace,
+    target, text}``; ``{}``: none), read from ``configmaps`` (objects_info resources); on a re-run the earlier name comes from
+    ``record``, the undo record's text as the sharing_record filter returns it."""
+    try:
+        fields = None
+        if record:
+            loaded = _record.load({_record.RECORD_KEY: record if isinstance(record, str) else _record.dump(record)}, "the undo record")
+            fields = (loaded.get("policy") or {}).get("fields")
+        data = {(item.get("metadata") or {}).get("name"): item.get("data") or {} for item in configmaps or []}
+        return _layouts.source(policy, data, configmap, namespace, fields) or {}
     except _ERRORS as exc:
         raise AnsibleFilterError(str(exc)) from None
 
@@ -78,6 +96,7 @@ class FilterModule:
             "gpu_operator_expected": gpu_operator_expected,
             "gpu_operator_hardware": gpu_operator_hardware,
             "gpu_operator_mig_parted": gpu_operator_mig_parted,
+            "gpu_operator_mig_parted_source": gpu_operator_mig_parted_source,
             "gpu_operator_mode_errors": gpu_operator_mode_errors,
             "gpu_operator_policy_patch": gpu_operator_policy_patch,
         }

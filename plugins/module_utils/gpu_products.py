@@ -28,6 +28,7 @@ __all__ = [
     "memory_mib",
     "mig_products",
     "mig_profiles",
+    "pci_device_id",
     "products",
 ]
 
@@ -94,6 +95,12 @@ def cuda_compute_capability(product):
     """``(major, minor)`` of the GPU's CUDA compute capability. KeyError if unknown."""
     major, minor = _facts(product)["cuda_compute_capability"].split(".")
     return int(major), int(minor)
+
+
+def pci_device_id(product):
+    """The GPU's PCI device id as NVML reports it (``0x20b210de``: device, then vendor), what mig-parted's ``device-filter``
+    matches. KeyError if unknown."""
+    return _facts(product)["pci_device_id"]
 
 
 def mig_products():
