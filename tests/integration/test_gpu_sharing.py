@@ -188,6 +188,28 @@ def test_the_readme_example_configures_pools_chosen_by_label(cluster, inventory)
     assert settled.returncode == 0 and recap(settled)["changed"] == 0, tail(settled)
 
 
+def test_the_roles_own_variable_names_work_from_an_inventory(cluster, inventory, tmp_path):
+    """The inventory in the role's documented names (ansible-doc -t role gpushare.k8s.gpu_sharing): honoured, not shadowed
+    by the playbook's gpushare_* names. The pools are the README's, renamed; a --check run resolves them (writes nothing)."""
+    user = yaml.safe_load(inventory.read_text())
+    own = user["all"]["vars"]
+    renamed = {"gpushare_node_pools": "gpu_sharing_node_pools", "gpushare_device_plugin_configs": "gpu_sharing_configs",
+               "gpushare_operator_namespace": "gpu_sharing_namespace", "gpushare_operator_cluster_policy": "gpu_sharing_cluster_policy",
+               "gpushare_operator_mig_strategy": "gpu_sharing_mig_strategy", "gpushare_operator_default_config": "gpu_sharing_default_config"}
+    for old, new in renamed.items():
+        own[new] = own.pop(old)
+    own["gpu_sharing_device_plugin_keys"] = ["shared", "default"]
+    path = tmp_path / "gpu-cluster.yml"
+    path.write_text(yaml.safe_dump(user))
+    before = configuration(cluster.core)
+    proc = run(cluster, path, "--check")
+    assert proc.returncode == 0, tail(proc)
+    text = output(proc)
+    assert re.search(r"inference.*lab-node-1", text) and re.search(r"training.*lab-node-2", text), tail(proc)
+    assert "0 pools" not in text and "gpushare_node_pools" not in text  # the messages name the inventory's own variable
+    assert configuration(cluster.core) == before
+
+
 def test_two_pools_on_one_node_stop_the_run_before_any_write(cluster, inventory, tmp_path):
     core = cluster.core
     user = yaml.safe_load(inventory.read_text())

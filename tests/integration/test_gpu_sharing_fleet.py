@@ -111,3 +111,20 @@ def test_one_broken_cluster_of_two_leaves_the_other_configured_and_is_named(flee
     assert sorted(reported["gpushare.k8s.gpu_sharing : Refuse a cluster without the ClusterPolicy (nothing written yet)"]) == [HEALTHY, BROKEN]
     assert reported["gpushare.k8s.mig_node : Label each node with its MIG layout (nvidia.com/mig.config)"] == [HEALTHY], reported
     assert "Traceback" not in text
+
+
+def test_when_every_cluster_fails_the_run_still_names_them(fleet, inventory, tmp_path):
+    """Both clusters refused before any write (a ClusterPolicy name neither has): the closing summary still prints."""
+    user = yaml.safe_load(inventory.read_text())
+    user["all"]["children"][GROUP]["vars"]["gpushare_operator_cluster_policy"] = "no-such-policy"
+    path = tmp_path / "gpu-fleet.yml"
+    path.write_text(yaml.safe_dump(user, sort_keys=False))
+    before = {name: written(own.core) for name, own in fleet.items()}
+    proc = ansible_playbook(REPO / "playbooks" / "gpu_sharing.yml", "-i", str(path), timeout=600)
+    text = output(proc)
+    assert proc.returncode != 0, tail(proc)
+    named = re.findall(r"Not configured: (.*) \(see the failed task of each above\)\. Configured: none\.", text)
+    assert len(named) == 1 and sorted(named[0].split(", ")) == sorted([HEALTHY, BROKEN]), tail(proc)
+    for host in (HEALTHY, BROKEN):
+        assert recap_of(proc, host)["failed"] == 1, tail(proc)
+    assert {name: written(own.core) for name, own in fleet.items()} == before
