@@ -108,13 +108,15 @@ def source(policy, configmaps, own, namespace, recorded=None):
     The ConfigMap is the one the ClusterPolicy named before the collection pointed it at ``own``: the one it names now
     when that is another; when it names ``own`` (a re-run), the earlier name the record holds (whether it was recorded
     from the object or from its Helm release's values); :data:`DEFAULT_CONFIGMAP` when that name was unset or empty, as
-    the operator then reads that one. A ClusterPolicy naming ``own`` with no record of an earlier name has no other source.
+    the operator then reads that one. A ClusterPolicy naming ``own`` with no record of an earlier name (a record the undo
+    removed, values the team merged by hand) carries :data:`DEFAULT_CONFIGMAP` when it exists, else nothing.
     """
     name = _current_pointer(policy)
     if name == own:
         name = _recorded_pointer(recorded)
         if name is _UNKNOWN:
-            return None
+            # no record of the earlier name: the operator's own config, which it created when the name was unset, if it is there
+            name = DEFAULT_CONFIGMAP if DEFAULT_CONFIGMAP in (configmaps or {}) else own
     name = name or DEFAULT_CONFIGMAP
     if name == own:
         return None

@@ -163,9 +163,10 @@ def test_the_source_is_what_the_clusterpolicy_named_before_the_collections():
     assert layouts.source(policy(OWN), cms, OWN, NS, [[["migManager", "config", "name"], "team-layouts"]])["name"] == "team-layouts"
     assert layouts.source(policy(OWN), cms, OWN, NS, [[["mig", "strategy"], "single"], [["migManager"], None]])["name"] == "default-mig-parted-config"
     assert layouts.source(policy(OWN), cms, OWN, NS, [[["migManager", "config", "name"], ""]])["name"] == "default-mig-parted-config"
-    # no record of an earlier name, or it was the collection's own: nothing else to carry
-    assert layouts.source(policy(OWN), cms, OWN, NS) is None
-    assert layouts.source(policy(OWN), cms, OWN, NS, [[["mig", "strategy"], "single"]]) is None
+    # no record of an earlier name: the operator's own config when it is there, else nothing; the collection's own: nothing
+    assert layouts.source(policy(OWN), cms, OWN, NS) == src()
+    assert layouts.source(policy(OWN), cms, OWN, NS, [[["mig", "strategy"], "single"]]) == src()
+    assert layouts.source(policy(OWN), {OWN: {"config.yaml": "x"}}, OWN, NS) is None
     assert layouts.source(policy(OWN), cms, OWN, NS, [[["migManager", "config", "name"], OWN]]) is None
     # a ConfigMap that does not exist had no layouts serving a node
     assert layouts.source(policy("gone"), cms, OWN, NS) == {"name": "gone", "namespace": NS, "target": OWN, "text": None}
@@ -182,8 +183,9 @@ def test_the_filter_reads_the_earlier_name_from_the_record_text():
     record = json.dumps({"version": 1, "configmaps": {}, "nodes": {},
                          "policy": {"via": "patch", "fields": [[["migManager", "config", "name"], "default-mig-parted-config"]]}})
     configmaps = [{"metadata": {"name": "default-mig-parted-config"}, "data": {"config.yaml": STOCK}}]
+    assert gpu_operator_mig_parted_source(configmaps, policy(OWN), OWN, NS, record.replace("default-mig-parted-config", "gone")) == src(None, "gone")
     assert gpu_operator_mig_parted_source(configmaps, policy(OWN), OWN, NS, record) == src()
-    assert gpu_operator_mig_parted_source(configmaps, policy(OWN), OWN, NS) == {}
+    assert gpu_operator_mig_parted_source(configmaps[:0], policy(OWN), OWN, NS) == {}
     assert gpu_operator_mig_parted_source(configmaps, policy(), OWN, NS, None) == src()
 
 
