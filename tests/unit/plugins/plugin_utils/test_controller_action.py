@@ -106,6 +106,22 @@ def test_credentials_of_a_kubeconfig_dict_are_masked_in_the_controller_too(tmp_p
     assert "s3cr3t-token-value" not in repr(result), result
 
 
+def test_no_log_values_the_validator_finds_are_masked_in_the_controller():
+    """The controller takes the no_log values from ansible-core's own validator (ValidationResult._no_log_values, a
+    private attribute: `make matrix` runs this on every ansible-core meta/runtime.yml claims), its own and the
+    suboptions' and fallbacks', and masks them as a module process does."""
+    from ansible_collections.gpushare.k8s.plugins.plugin_utils.controller_action import ModuleDone, bound_module
+
+    spec = {"password": {"type": "str", "no_log": True},
+            "auth": {"type": "dict", "options": {"token": {"type": "str", "no_log": True}}},
+            "key": {"type": "str", "no_log": True, "fallback": (lambda: "env-k3y-value",)}}
+    module = bound_module({"password": "hunter2-secret", "auth": {"token": "t0ken-value"}}, False, False, "probe")(argument_spec=spec)
+    assert module.params["key"] == "env-k3y-value"
+    with pytest.raises(ModuleDone) as done:
+        module.exit_json(changed=False, msg="password hunter2-secret, token t0ken-value, key env-k3y-value")
+    assert done.value.result["msg"] == "password ********, token ********, key ********", done.value.result
+
+
 def test_an_exit_inside_the_modules_own_except_exception_still_ends_the_run():
     from ansible_collections.gpushare.k8s.plugins.plugin_utils.controller_action import bound_module
 
