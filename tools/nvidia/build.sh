@@ -1,28 +1,46 @@
 #!/usr/bin/env bash
-# Build NVIDIA's unmodified commands of github.com/NVIDIA/k8s-device-plugin (the version this folder's go.mod
-# pins, with its own go-nvml) into the user's cache and print the directory holding them on stdout:
+# Build NVIDIA's unmodified commands of github.com/NVIDIA/k8s-device-plugin (the version a pinned go.mod requires,
+# with its own go-nvml) into the user's cache and print the directory holding them on stdout:
 #
-#   tools/nvidia/build.sh [CACHE_DIR]    # default: ${XDG_CACHE_HOME:-~/.cache}/gpushare
+#   tools/nvidia/build.sh [CACHE_DIR] [RELEASE]    # default: ${XDG_CACHE_HOME:-~/.cache}/gpushare, this folder's pin
 #
-# The commands are gpu-feature-discovery (GFD), nvidia-device-plugin and config-manager, which the tests and the operator lab's
-# stand-in run over our mock libnvidia-ml.so.1 (tools/nvml-mock). The binaries land in
+# The pin is this folder's go.mod (the version the config model is held to), or with RELEASE the go.mod of the
+# subfolder of that name (another release, e.g. v0.17.4, that an operator lab's device plugin can run). The commands
+# are gpu-feature-discovery (GFD), nvidia-device-plugin and config-manager for this folder's pin, which the tests and
+# the operator lab's stand-in run over our mock libnvidia-ml.so.1 (tools/nvml-mock); for a RELEASE, config-manager
+# and the commands its go.mod lists as tools (v0.17.4's GFD needs a node-feature-discovery version the module proxy
+# does not serve: its pin has the device plugin only). The binaries land in
 # CACHE_DIR/nvidia-k8s-device-plugin-<version>-<digest of go.mod, go.sum, the commands and the build's flags>/, so a
 # new pin, a new command or new build flags build anew and an unchanged one is reused without running Go.
-# `go build <module>/cmd/<command>` from this folder's go.mod (never inside a copy of NVIDIA's tree);
+# `go build <module>/cmd/<command>` from the pin's go.mod (never inside a copy of NVIDIA's tree);
 # tools/lib/cached-build.sh does the rest, as for every tool built here: the build runs in a temporary sibling
 # renamed into place when complete; Go's output goes to CACHE_DIR/logs/nvidia-k8s-device-plugin-<...>.log; each
 # step, a line starting with "[build nvidia VERSION]", goes to stderr (a cold build takes several minutes on 2
 # cores, a line every GPUSHARE_NVIDIA_HEARTBEAT seconds (20); a cached one prints nothing but the path).
 set -euo pipefail
 
-src=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tools/lib/cached-build.sh
-source "$src/../lib/cached-build.sh"
+source "$here/../lib/cached-build.sh"
 cache=${1:-${XDG_CACHE_HOME:-$HOME/.cache}/gpushare}
+release=${2:-}
 module=github.com/NVIDIA/k8s-device-plugin
-commands=(gpu-feature-discovery nvidia-device-plugin config-manager)
+if [[ -z "$release" ]]; then
+  src=$here
+  commands=(gpu-feature-discovery nvidia-device-plugin config-manager)
+else
+  [[ "$release" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ && -f "$here/$release/go.mod" ]] || {
+    echo "[build nvidia] no pinned release $release: $here/<release>/go.mod exists for $(cd "$here" && ls -d v*/ 2>/dev/null | tr -d / | tr '\n' ' ')" >&2
+    exit 2
+  }
+  src=$here/$release
+  # config-manager (the operator's sidecar of every device-plugin Pod) and the pin's tools, in the go.mod's order
+  mapfile -t commands < <(awk -v m="$module/cmd/" 'index($1, m) == 1 {print substr($1, length(m) + 1)}' "$src/go.mod" | grep -vx config-manager)
+  commands+=(config-manager)
+fi
 version=$(awk -v m="$module" '$1 == m {print $2}' "$src/go.mod")
 [[ -n "$version" ]] || { echo "[build nvidia] $src/go.mod requires no $module" >&2; exit 2; }
+[[ -z "$release" || "$version" == "$release" ]] || { echo "[build nvidia] $src/go.mod requires $module $version, not $release" >&2; exit 2; }
 # NVIDIA's release flags (the module's Makefile): the version the commands report, and the external linker flags
 # that let go-nvml's cgo calls stay unresolved until it dlopens libnvidia-ml.so.1 at run time.
 ldflags="-s -w '-extldflags=-Wl,--export-dynamic -Wl,--unresolved-symbols=ignore-in-object-files'"
