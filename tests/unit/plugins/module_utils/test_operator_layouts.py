@@ -48,7 +48,7 @@ def mig_configs_lines(text):
 def test_the_stock_layouts_come_first_line_for_line_and_the_nodes_layouts_they_lack_follow():
     text = layouts.render(NODES, src())
     lines = text.splitlines()
-    block = [line for line in mig_configs_lines(STOCK)]
+    block = mig_configs_lines(STOCK)
     start = lines.index(block[0])
     assert lines[start:start + len(block)] == block, "the stock mig-configs block is not carried verbatim"
     # its comments keep their place: the product comment right above the entry it names
