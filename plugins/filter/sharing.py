@@ -87,11 +87,13 @@ def _mig_reset_expected(entries, policy, configmaps):
     plugin = (spec.get("devicePlugin") or {}).get("config") or {}
     name, default = plugin.get("name"), plugin.get("default")
     strategy = (spec.get("mig") or {}).get("strategy") or "single"
+    if not name:  # no device-plugin config named: the plugin runs its own defaults (whole GPUs, no sharing)
+        return sharing_mig_reset_expected(entries, {}, strategy, None)
     if name not in configmaps:
         raise InputError("ClusterPolicy spec.devicePlugin.config.name", "names ConfigMap %r, which the operator's namespace lacks" % (name,),
                          "put the ClusterPolicy's device-plugin config back in place before the undo; nothing was written")
     configs = dict(configmaps[name])
-    return sharing_mig_reset_expected(entries, configs, strategy, default)
+    return sharing_mig_reset_expected(entries, configs, strategy, default or None)
 
 
 def sharing_mig_reset_expected(entries, configs, strategy, default_config):
@@ -99,6 +101,22 @@ def sharing_mig_reset_expected(entries, configs, strategy, default_config):
     nodes = [{"name": entry["name"], "gpus": entry["gpus"], "product": entry["product"]} for entry in entries]
     expected = gpu_operator_expected(nodes, configs, strategy, None, default_config)
     return {name: dict(want, mig_config=_op.ALL_DISABLED) for name, want in expected.items()}
+
+
+def sharing_fragment_differences(policy, patch):
+    """``[{field, wanted, found}]``: the fields of the values fragment the ClusterPolicy does not hold yet."""
+    return [{"field": field, "wanted": wanted, "found": found} for field, wanted, found in _record.fragment_differences(policy, patch)]
+
+
+def sharing_helm_owned(configmaps, names):
+    """``["<name> (Helm release <ns>/<release>)"]``: the ConfigMaps of ``names`` among ``configmaps`` that a Helm release owns."""
+    owned = []
+    for item in configmaps or []:
+        name = (item.get("metadata") or {}).get("name")
+        owner = _record.helm_owner(item)
+        if name in (names or []) and owner is not None:
+            owned.append("%s (Helm release %s)" % (name, "%s/%s" % (owner["namespace"], owner["name"]) if owner else "unnamed"))
+    return owned
 
 
 def sharing_chart_version(chart, chart_ref):
@@ -119,4 +137,6 @@ class FilterModule:
             "sharing_undo_plan": sharing_undo_plan,
             "sharing_mig_reset_expected": sharing_mig_reset_expected,
             "sharing_chart_version": sharing_chart_version,
+            "sharing_fragment_differences": sharing_fragment_differences,
+            "sharing_helm_owned": sharing_helm_owned,
         }

@@ -36,7 +36,7 @@ from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputEr
 from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_operator import POLICY_PATHS
 
 __all__ = ["RecordError", "RECORD_KEY", "OWNED_LABELS", "SEAL_ANNOTATION", "load", "dump", "extend", "undo_plan", "helm_release",
-           "merged_values", "chart_version", "seal", "record_text"]
+           "merged_values", "chart_version", "seal", "record_text", "fragment_differences", "helm_owner"]
 
 RECORD_KEY = "record.json"
 RECORD_VERSION = 1
@@ -340,6 +340,33 @@ def helm_release(policy):
     return {"name": name, "namespace": namespace} if name and namespace else None
 
 
+def helm_owner(obj):
+    """``{name, namespace}`` of the Helm release an object belongs to, ``{}`` when it carries only Helm's managed-by label,
+    ``None`` when Helm does not own it."""
+    metadata = (obj or {}).get("metadata") or {}
+    release = helm_release(obj)
+    if release:
+        return release
+    return {} if ((metadata.get("labels") or {}).get("app.kubernetes.io/managed-by") == "Helm") else None
+
+
+def _at(tree, path):
+    node = tree
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def fragment_differences(policy, patch):
+    """``[(field, wanted, found)]``: each field of the values fragment (``patch["spec"]``, the GPU Operator chart's value
+    names, which are the ClusterPolicy's spec fields) the ClusterPolicy does not hold yet; ``[]`` when it carries them all."""
+    spec = (policy or {}).get("spec") or {}
+    return [(".".join(path), _at(patch.get("spec") or {}, path), _at(spec, path)) for path in _leaf_paths(patch.get("spec") or {})
+            if _at(spec, path) != _at(patch.get("spec") or {}, path)]
+
+
 def chart_version(chart, chart_ref):
     """The chart version of a release whose chart is ``chart`` (Helm's ``<name>-<version>``), for an upgrade from ``chart_ref``.
 
@@ -461,6 +488,28 @@ def extend(record, policy, patch, via, configmaps, nodes, entries, managed_label
     return record
 
 
+_POINTERS = (("devicePlugin", "config", "name"), ("migManager", "config", "name"))
+
+
+def _check_pointers(recorded, policy, plan):
+    """Refuse an undo that would delete a ConfigMap the ClusterPolicy still names afterwards (its release's values carry the
+    fragment the team merged: the operator would lose its configs)."""
+    after = copy.deepcopy(((policy or {}).get("spec")) or {})
+    if plan["policy_patch"]:
+        after = merged_values(after, plan["policy_patch"]["spec"])
+    elif recorded and recorded.get("via") == "helm":
+        for path, value in recorded["fields"]:
+            _set_path(after, path, value)
+    for path in _POINTERS:
+        name = _at(after, path)
+        if name in plan["configmaps_delete"]:
+            raise RecordError("ClusterPolicy spec.%s" % ".".join(path),
+                              "names ConfigMap %s, which the undo would delete: the GPU Operator's release values still carry the "
+                              "collection's fragment" % _quote(name),
+                              "take the fragment (devicePlugin.config, migManager.config, mig.strategy) out of the release's values "
+                              "file and upgrade the release, then undo; nothing was written")
+
+
 def undo_plan(record, policy, values, configmaps, nodes):
     """The writes that put back what ``record`` holds, against the cluster's current objects.
 
@@ -489,7 +538,7 @@ def undo_plan(record, policy, values, configmaps, nodes):
                 for key in path[:-1]:
                     node = node.setdefault(key, {})
                 node[path[-1]] = value
-            plan["policy_patch"] = {"spec": spec_patch}
+            plan["policy_patch"] = {"spec": spec_patch} if spec_patch else None
     for name, entry in sorted(record.get("configmaps", {}).items()):
         if name not in configmaps:
             continue
@@ -497,6 +546,7 @@ def undo_plan(record, policy, values, configmaps, nodes):
             plan["configmaps_delete"].append(name)
         elif entry.get("keys"):
             plan["configmaps_patch"][name] = dict(entry["keys"])
+    _check_pointers(recorded, policy, plan)
     present = {(node.get("metadata") or {}).get("name"): node for node in nodes}
     for name, entry in sorted(record.get("nodes", {}).items()):
         if name not in present:

@@ -154,9 +154,9 @@ RELEASE = {"meta.helm.sh/release-name": "gpu-operator", "meta.helm.sh/release-na
 OWNED_CONFIGMAPS = {"dp": None, "mp": ["config.yaml"]}
 
 
-def sealed(text, policy=POLICY, current=None, annotations=None):
-    """``policy`` carrying the seal the role writes before it writes ``text`` over ``current``."""
-    policy = json.loads(json.dumps(policy))
+def sealed(text, policy=None, current=None, annotations=None):
+    """``policy`` (POLICY by default) carrying the seal the role writes before it writes ``text`` over ``current``."""
+    policy = json.loads(json.dumps(POLICY if policy is None else policy))
     policy["metadata"]["annotations"] = dict(annotations or {}, **{sr.SEAL_ANNOTATION: sr.seal(current, text)})
     return policy
 
@@ -173,9 +173,9 @@ def planted(**changes):
     return sr.dump(record)
 
 
-def refusal(text, policy, configmaps=OWNED_CONFIGMAPS):
+def refusal(text, policy, configmaps=None):
     with pytest.raises(sr.RecordError) as error:
-        sr.load({sr.RECORD_KEY: text}, "ConfigMap gpushare-sharing-record", policy, configmaps)
+        sr.load({sr.RECORD_KEY: text}, "ConfigMap gpushare-sharing-record", policy, OWNED_CONFIGMAPS if configmaps is None else configmaps)
     message = str(error.value)
     assert "Fix:" in message
     return message
@@ -268,3 +268,37 @@ def test_a_recorded_node_the_collection_never_configured_is_refused():
     # the same node carrying a label the collection writes is one it configured: put back
     configured = node("cp", {"nvidia.com/device-plugin.config": "shared"}, {"cpu": "4"})
     assert "cp" in sr.undo_plan(record, POLICY, None, {}, NODES + [configured])["node_labels"]
+
+
+# --------------------------------------------------------------------------- a Helm release that stays the team's
+
+
+def test_the_values_fragment_is_carried_when_the_clusterpolicy_holds_each_of_its_fields():
+    assert sr.fragment_differences({"spec": PATCH["spec"]}, PATCH) == []
+    missing = sr.fragment_differences(POLICY, PATCH)
+    assert [field for field, _wanted, _found in missing] == ["devicePlugin.config.name", "devicePlugin.config.default", "mig.strategy",
+                                                            "migManager.config.name"]
+    assert ("mig.strategy", "mixed", "single") in missing
+
+
+def test_helm_owner_of_an_object():
+    assert sr.helm_owner({"metadata": {"annotations": RELEASE}}) == {"name": "gpu-operator", "namespace": "gpu-operator"}
+    assert sr.helm_owner({"metadata": {"labels": {"app.kubernetes.io/managed-by": "Helm"}}}) == {}
+    assert sr.helm_owner({"metadata": {"labels": {"app.kubernetes.io/managed-by": "gpushare.k8s"}}}) is None
+
+
+def test_the_undo_refuses_to_delete_a_configmap_the_clusterpolicy_still_names():
+    """The team's release carries the fragment (a record of no policy field): deleting the ConfigMaps would leave the operator
+    pointing at nothing; refused before any write. Once the release no longer names them, the undo deletes them."""
+    record = sr.extend(None, POLICY, {"spec": {}}, "patch", {"dp": (None, ["default"]), "mp": (None, ["config.yaml"])}, NODES, ENTRIES,
+                       managed)
+    assert record["policy"] == {"via": "patch", "fields": []}
+    carried = {"spec": {"devicePlugin": {"config": {"name": "dp", "default": "default"}}, "migManager": {"config": {"name": "mp"}}}}
+    with pytest.raises(sr.RecordError, match=r'^ClusterPolicy spec\.devicePlugin\.config\.name: names ConfigMap "dp", which the undo would '):
+        sr.undo_plan(record, carried, None, {"dp": {}, "mp": {}}, NODES)
+    plan = sr.undo_plan(record, POLICY, None, {"dp": {}, "mp": {}}, NODES)
+    assert plan["configmaps_delete"] == ["dp", "mp"] and plan["policy_patch"] is None
+    # a record of the fields the collection patched puts the pointers back first: no refusal
+    by_patch = sr.extend(None, POLICY, carried, "patch", {"dp": (None, ["default"]), "mp": (None, ["config.yaml"])}, NODES, ENTRIES, managed)
+    patched = sr.undo_plan(by_patch, carried, None, {"dp": {}, "mp": {}}, NODES)
+    assert patched["configmaps_delete"] == ["dp", "mp"] and patched["policy_patch"]["spec"]["devicePlugin"] is None
