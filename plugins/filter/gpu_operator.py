@@ -49,14 +49,16 @@ def gpu_operator_mig_parted(nodes, source=None):
 def gpu_operator_mig_parted_source(configmaps, policy, configmap, namespace, record=None):
     """The mig-parted config the ClusterPolicy named before the collection's ConfigMap ``configmap`` (``{name, namespace,
     target, text}``; ``{}``: none), read from ``configmaps`` (objects_info resources); on a re-run the earlier name comes from
-    ``record``, the undo record's text as the sharing_record filter returns it."""
+    ``record``, the undo record's text as the sharing_record filter returns it, else from ``configmap``'s annotation."""
     try:
         fields = None
         if record:
             loaded = _record.load({_record.RECORD_KEY: record if isinstance(record, str) else _record.dump(record)}, "the undo record")
             fields = (loaded.get("policy") or {}).get("fields")
         data = {(item.get("metadata") or {}).get("name"): item.get("data") or {} for item in configmaps or []}
-        return _layouts.source(policy, data, configmap, namespace, fields) or {}
+        remembered = next((((item.get("metadata") or {}).get("annotations") or {}).get(_layouts.SOURCE_ANNOTATION)
+                           for item in configmaps or [] if (item.get("metadata") or {}).get("name") == configmap), None)
+        return _layouts.source(policy, data, configmap, namespace, fields, remembered) or {}
     except _ERRORS as exc:
         raise AnsibleFilterError(str(exc)) from None
 

@@ -47,12 +47,16 @@ try:
 except ImportError:  # pragma: no cover - PyYAML is a requirement of the collection
     yaml = None
 
-__all__ = ["DEFAULT_CONFIGMAP", "OperatorError", "render", "source"]
+__all__ = ["DEFAULT_CONFIGMAP", "OperatorError", "SOURCE_ANNOTATION", "render", "source"]
 
 OperatorError = _op.OperatorError
 # The ConfigMap the operator creates and its MIG manager reads when spec.migManager.config.name is unset or empty.
 DEFAULT_CONFIGMAP = "default-mig-parted-config"
 KEY = _op.MIG_PARTED_KEY
+# On the collection's mig-parted ConfigMap: the name of the ConfigMap whose layouts it carries, what a later run reads when
+# neither the ClusterPolicy (it names the collection's own) nor the record (a run that left the ClusterPolicy to a Helm
+# release's values records none of its fields) says it.
+SOURCE_ANNOTATION = "gpushare.k8s/mig-parted-source"
 _POINTER = ("migManager", "config", "name")
 _ENTRY_FIELDS = ("device-filter", "devices", "mig-enabled", "mig-devices")
 _UNKNOWN = object()
@@ -97,26 +101,31 @@ def _recorded_pointer(recorded):
     return _UNKNOWN
 
 
-def source(policy, configmaps, own, namespace, recorded=None):
+def source(policy, configmaps, own, namespace, recorded=None, remembered=None):
     """The mig-parted config whose layouts the collection's ConfigMap ``own`` carries, or ``None`` when there is none.
 
     ``policy`` is the ClusterPolicy object as read now, ``configmaps`` ``{name: data}`` of the operator's namespace
     ``namespace``, ``recorded`` the ClusterPolicy fields of the undo record (``[[path, earlier value], ...]``, its
-    ``policy.fields``; ``None`` without a record). Returns ``{"name", "namespace", "target": own, "text"}``, ``text``
-    ``None`` when that ConfigMap does not exist (its layouts were not there to serve any node).
+    ``policy.fields``; ``None`` without a record), ``remembered`` the :data:`SOURCE_ANNOTATION` of ``own`` (what an
+    earlier run carried). Returns ``{"name", "namespace", "target": own, "text"}``, ``text`` ``None`` when that ConfigMap
+    does not exist (its layouts were not there to serve any node).
 
     The ConfigMap is the one the ClusterPolicy named before the collection pointed it at ``own``: the one it names now
     when that is another; when it names ``own`` (a re-run), the earlier name the record holds (whether it was recorded
-    from the object or from its Helm release's values); :data:`DEFAULT_CONFIGMAP` when that name was unset or empty, as
-    the operator then reads that one. A ClusterPolicy naming ``own`` with no record of an earlier name (a record the undo
-    removed, values the team merged by hand) carries :data:`DEFAULT_CONFIGMAP` when it exists, else nothing.
+    from the object or from its Helm release's values), else the one ``remembered`` names (the team merged the
+    collection's values into its release by hand: no field was recorded); :data:`DEFAULT_CONFIGMAP` when that name was
+    unset or empty, as the operator then reads that one. With none of these, :data:`DEFAULT_CONFIGMAP` when it exists,
+    else nothing.
     """
     name = _current_pointer(policy)
     if name == own:
         name = _recorded_pointer(recorded)
         if name is _UNKNOWN:
-            # no record of the earlier name: the operator's own config, which it created when the name was unset, if it is there
-            name = DEFAULT_CONFIGMAP if DEFAULT_CONFIGMAP in (configmaps or {}) else own
+            if isinstance(remembered, str) and len(remembered) <= 253 and _names.DNS_SUBDOMAIN_RE.fullmatch(remembered):
+                name = remembered
+            else:
+                # the operator's own config, which it created when the name was unset, if it is there
+                name = DEFAULT_CONFIGMAP if DEFAULT_CONFIGMAP in (configmaps or {}) else own
     name = name or DEFAULT_CONFIGMAP
     if name == own:
         return None

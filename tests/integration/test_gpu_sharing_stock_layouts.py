@@ -108,6 +108,8 @@ def test_a_stock_layout_node_outside_the_pools_ends_success(cluster, inventory):
     assert block in text
     assert yaml.safe_load(text)["mig-configs"] == yaml.safe_load(STOCK)["mig-configs"]
     assert configmap_text(core, STOCK_NAME) == STOCK, "the team's ConfigMap was written"
+    annotations = core.read_namespaced_config_map(OWN_NAME, NAMESPACE).metadata.annotations
+    assert annotations["gpushare.k8s/mig-parted-source"] == STOCK_NAME
 
     # another stock layout asked of the node now comes from the collection's ConfigMap, which NVIDIA's mig-parted applies
     core.patch_node(OUTSIDE, {"metadata": {"labels": {MIG_LABEL: "all-2g.20gb"}}})

@@ -163,6 +163,11 @@ def test_the_source_is_what_the_clusterpolicy_named_before_the_collections():
     assert layouts.source(policy(OWN), cms, OWN, NS, [[["migManager", "config", "name"], "team-layouts"]])["name"] == "team-layouts"
     assert layouts.source(policy(OWN), cms, OWN, NS, [[["mig", "strategy"], "single"], [["migManager"], None]])["name"] == "default-mig-parted-config"
     assert layouts.source(policy(OWN), cms, OWN, NS, [[["migManager", "config", "name"], ""]])["name"] == "default-mig-parted-config"
+    # no field recorded (the team merged the collection's values into its Helm release by hand): what the collection's
+    # ConfigMap says it carried; a name that is no ConfigMap name is not used
+    assert layouts.source(policy(OWN), cms, OWN, NS, [], "team-layouts")["name"] == "team-layouts"
+    assert layouts.source(policy(OWN), cms, OWN, NS, [[["migManager", "config", "name"], ""]], "team-layouts")["name"] == "default-mig-parted-config"
+    assert layouts.source(policy(OWN), cms, OWN, NS, None, "../x\n")["name"] == "default-mig-parted-config"
     # no record of an earlier name: the operator's own config when it is there, else nothing; the collection's own: nothing
     assert layouts.source(policy(OWN), cms, OWN, NS) == src()
     assert layouts.source(policy(OWN), cms, OWN, NS, [[["mig", "strategy"], "single"]]) == src()
@@ -186,6 +191,9 @@ def test_the_filter_reads_the_earlier_name_from_the_record_text():
     assert gpu_operator_mig_parted_source(configmaps, policy(OWN), OWN, NS, record.replace("default-mig-parted-config", "gone")) == src(None, "gone")
     assert gpu_operator_mig_parted_source(configmaps, policy(OWN), OWN, NS, record) == src()
     assert gpu_operator_mig_parted_source(configmaps[:0], policy(OWN), OWN, NS) == {}
+    remembered = {"metadata": {"name": OWN, "annotations": {layouts.SOURCE_ANNOTATION: "team-layouts"}}, "data": {"config.yaml": "x"}}
+    team = {"metadata": {"name": "team-layouts"}, "data": {"config.yaml": STOCK}}
+    assert gpu_operator_mig_parted_source(configmaps + [remembered, team], policy(OWN), OWN, NS) == src(name="team-layouts")
     assert gpu_operator_mig_parted_source(configmaps, policy(), OWN, NS, None) == src()
 
 
