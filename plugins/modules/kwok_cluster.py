@@ -7,7 +7,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: kwok_cluster
-short_description: Create, start or delete a kwokctl cluster in one task
+short_description: (lab only) Create, start or delete a kwokctl cluster in one task
 version_added: 0.1.0
 author:
   - gpushare.k8s maintainers (@gpushare)
