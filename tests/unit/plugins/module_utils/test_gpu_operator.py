@@ -137,19 +137,6 @@ def test_compare_names_expected_and_seen():
     assert op.compare(extra, want) == [("label nvidia.com/gpu.sharing-strategy", "none", "time-slicing")]
 
 
-def test_wait_stops_on_failed_with_the_reason_and_times_out_otherwise():
-    want = {"lab-node-2": _predict(NODES[2])}
-    reason = '{"digest": "x", "layout": "1g.10gb-x7-on-1-of-2", "reason": "cannot apply: 7 instances do not fit"}'
-    failed = _node("lab-node-2", labels={op.MIG_CONFIG_LABEL: "1g.10gb-x7-on-1-of-2", op.MIG_STATE_LABEL: "failed"},
-                   annotations={op.MIG_FAILURE_ANNOTATION: reason})
-    ticks = iter(range(1000))
-    result = op.wait_for_nodes(lambda: {"lab-node-2": failed}, want, timeout=60, clock=lambda: next(ticks), sleep=lambda _s: None)
-    assert result["failed"] == {"lab-node-2": "cannot apply: 7 instances do not fit"} and result["elapsed"] == 1
-    ticks = iter(range(1000))
-    result = op.wait_for_nodes(lambda: {"lab-node-2": _node("lab-node-2")}, want, timeout=5, clock=lambda: next(ticks), sleep=lambda _s: None)
-    assert not result["matched"] and not result["failed"] and result["elapsed"] == 5
-
-
 def test_likely_causes():
     want = dict(_predict(NODES[1]), configmap="device-plugin-configs")
     node = _node("lab-node-1", labels={op.DEVICE_PLUGIN_CONFIG_LABEL: "shared"})
@@ -185,82 +172,6 @@ def test_node_hardware():
     assert op.node_hardware(NODES, A100_80) == {name: {"gpus": 2, "product": A100_80} for name in ("lab-node-0", "lab-node-1", "lab-node-2")}
     with pytest.raises(op.OperatorError, match="lab-node-0.product: missing"):
         op.node_hardware([{"name": "lab-node-0", "gpus": 1}])
-
-
-class _Clock:
-    """A clock that moves only when the wait sleeps, and counts the sleeps."""
-
-    def __init__(self):
-        self.now = 0.0
-        self.sleeps = []
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
-def _pending_mig_node():
-    want = _predict(NODES[2])
-    node = _node("lab-node-2", labels={op.MIG_CONFIG_LABEL: want["mig_config"], op.MIG_STATE_LABEL: "pending"},
-                 capacity={"nvidia.com/gpu": "2"}, allocatable={"nvidia.com/gpu": "2"})
-    return want, node
-
-
-@pytest.mark.parametrize("timeout, interval, progress_interval, lines, first", [
-    (100, 1, 30, 3, 30),      # 30, 60, 90
-    (100, 7, 30, 3, 35),      # the polls at 35, 63, 91: one line each, none lost, none doubled
-    (29, 1, 30, 0, None),     # the wait ends before the first line is due
-    (100, 1, 0, 0, None),     # a zero interval prints nothing
-    (1200, 5, 30, 39, 30),    # a MIG reconfiguration's 20 minutes: a line every 30 s
-])
-def test_wait_reports_progress_every_interval_until_the_timeout(timeout, interval, progress_interval, lines, first):
-    want, node = _pending_mig_node()
-    clock = _Clock()
-    seen = []
-    result = op.wait_for_nodes(lambda: {"lab-node-2": node}, {"lab-node-2": want}, timeout=timeout, interval=interval,
-                               clock=clock, sleep=clock.sleep, progress=seen.append, progress_interval=progress_interval)
-    assert not result["matched"] and result["elapsed"] == timeout  # never cut short, never overslept
-    assert max(clock.sleeps) <= interval
-    assert len(seen) == lines
-    if lines:
-        assert seen[0].startswith("waiting for the GPU operator: %ds of %ss, 1 of 1 node(s) pending: lab-node-2 mig.config.state=pending ("
-                                  % (first, timeout)), seen[0]
-        assert "nvidia.com/mig.config.state expected success, seen pending" in seen[0]
-
-
-def test_wait_returns_as_soon_as_the_nodes_match_whatever_the_timeout():
-    want, node = _pending_mig_node()
-    advertised = {name: str(count) for name, count in want["resources"].items()}
-    done = _node("lab-node-2", labels=dict(want["labels"], **{op.MIG_STATE_LABEL: "success"}), capacity=advertised)
-    clock = _Clock()
-    seen = []
-    reads = iter([node, node, done])
-    result = op.wait_for_nodes(lambda: {"lab-node-2": next(reads)}, {"lab-node-2": want}, timeout=1200, interval=0.5,
-                               clock=clock, sleep=clock.sleep, progress=seen.append, progress_interval=30)
-    assert result["matched"] and result["elapsed"] == 1.0 and seen == []
-
-
-def test_describe_pending_names_each_pending_node_its_mig_state_and_what_differs():
-    want, node = _pending_mig_node()
-    shared = _predict(NODES[1])
-    expected = {"lab-node-1": shared, "lab-node-2": want, "lab-node-9": shared}
-    plain = _node("lab-node-1", capacity={"nvidia.com/gpu": "2"}, allocatable={"nvidia.com/gpu": "2"})
-    nodes = {"lab-node-1": plain, "lab-node-2": node}
-    differences = {name: op.compare(nodes[name], expected[name]) for name in nodes}
-    differences["lab-node-9"] = [("node", "exists", "absent")]
-    line = op.describe_pending(nodes, differences, expected, 61.7, 300)
-    assert line.startswith("waiting for the GPU operator: 61s of 300s, 3 of 3 node(s) pending: lab-node-1 (capacity[nvidia.com/gpu] "
-                           "expected 8, seen 2; "), line
-    assert "mig.config.state" not in line.split(", lab-node-2")[0]  # no MIG layout expected, no label: no MIG state
-    assert "lab-node-2 mig.config.state=pending (nvidia.com/mig.config.state expected success, seen pending; " in line
-    assert line.endswith(", lab-node-9 (not in the cluster)")
-    assert "more)" in line  # more than three differences are counted, not listed
-    unset = _node("lab-node-2", capacity={"nvidia.com/gpu": "2"})
-    line = op.describe_pending({"lab-node-2": unset}, {"lab-node-2": op.compare(unset, want)}, {"lab-node-2": want}, 30, 1200)
-    assert "lab-node-2 mig.config.state=- (" in line
 
 
 def test_mps_where_nvidia_s_plugin_refuses_it():
