@@ -17,7 +17,7 @@ simulated hardware the lab cluster wrote when it created them (annotations ``gpu
   A failed or applied layout is not tried again until the label or the layout's text changes. mig-parted's verdict
   is the only one: the stand-in reads the layout only to notice that it changed.
 * operand DaemonSets: ``nvidia-device-plugin-daemonset`` and ``gpu-feature-discovery`` in the operator's namespace,
-  derived from the ClusterPolicy as the operator derives them (:func:`operand_daemonset`: ``MIG_STRATEGY``, the
+  derived from the ClusterPolicy as the operator derives them (:func:`operand_daemonset`: the image, ``MIG_STRATEGY``, the
   device-plugin ConfigMap as a volume, config-manager's init and sidecar containers with ``DEFAULT_CONFIG``), owned
   by the ClusterPolicy. They select the operator's ``nvidia.com/gpu.deploy.*`` node labels, which the lab's nodes do
   not carry: no Pod is made; the stand-in runs each node's Pod as processes and the node side reads only the
@@ -34,11 +34,14 @@ simulated hardware the lab cluster wrote when it created them (annotations ``gpu
   directory; config-manager finds the plugin by name among them). A label naming a missing config makes
   config-manager exit and leaves the plugin on its old config, as on a real node; a new MIG layout or MIG strategy
   restarts the processes (the MIG manager and the operator restart them on a real node). The stand-in computes no
-  count.
+  count. The release that runs is the one the DaemonSet's image names (:func:`operand_image`: the ClusterPolicy's
+  ``spec.devicePlugin.version``, else the stand-in's default release), from the releases the stand-in was given (e.g.
+  k8s-device-plugin v0.18.0 and v0.17.4); an image naming a release it lacks starts no Pod.
 * GFD: NVIDIA's ``gpu-feature-discovery --oneshot`` (:class:`Gfd`) over our mock ``libnvidia-ml.so.1``,
   with the node's NVML state file (:mod:`nvml_state`: its product and GPU count, and MIG as mig-parted left it),
   the config config-manager points the node at (read when it switches or GFD's DaemonSet restarts, as GFD's own
-  config-manager and GFD do) and ``MIG_STRATEGY`` from its DaemonSet. The stand-in then
+  config-manager and GFD do) and ``MIG_STRATEGY`` from its DaemonSet; the release its DaemonSet's image names
+  (``spec.gfd.version``), as for the plugin. The stand-in then
   does what NFD's worker and master do on a real node: it puts the ``nvidia.com/*`` labels of GFD's output
   file on the node, removes the GFD labels it put there before that GFD no longer writes (their names are
   kept in annotation ``gpushare.k8s/gfd-labels``, as NFD keeps them in ``nfd.node.kubernetes.io/feature-labels``)
@@ -55,6 +58,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import subprocess
 import time
 
@@ -70,6 +74,7 @@ try:
     from . import gpu_features as _features
     from . import gpu_operator as _op
     from . import nvml_state as _nvml
+    from . import operator_wait as _wait
     from .cluster_objects import ApiCallError, Route, api_path, call_json, list_pages
     from .errors import GpushareError
     from .node_status import MERGE_PATCH
@@ -78,13 +83,14 @@ except ImportError:  # loaded as plain modules, next to each other
     import gpu_features as _features  # type: ignore[no-redef]
     import gpu_operator as _op  # type: ignore[no-redef]
     import nvml_state as _nvml  # type: ignore[no-redef]
+    import operator_wait as _wait  # type: ignore[no-redef]
     from cluster_objects import ApiCallError, Route, api_path, call_json, list_pages  # type: ignore[no-redef]
     from errors import GpushareError  # type: ignore[no-redef]
     from node_status import MERGE_PATCH  # type: ignore[no-redef]
 
 
-__all__ = ["GFD_LABELS_ANNOTATION", "DevicePlugin", "Gfd", "GfdError", "StandIn", "device_plugin_command", "device_plugin_env", "gfd_label_patch",
-           "hardware_of", "MigParted", "mig_parted_command", "parse_gfd_output"]
+__all__ = ["GFD_LABELS_ANNOTATION", "DevicePlugin", "Gfd", "GfdError", "StandIn", "binary_version", "device_plugin_command", "device_plugin_env",
+           "gfd_label_patch", "hardware_of", "MigParted", "mig_parted_command", "operand_image", "parse_gfd_output"]
 
 REQUEST_TIMEOUT = 10
 # Seconds one GFD run may take (it takes a few hundredths of a second over the mock).
@@ -112,6 +118,18 @@ def hardware_of(node):
     except ValueError:
         return None
     return (count, product) if count > 0 else None
+
+
+def binary_version(binary, timeout=30):
+    """The release NVIDIA's ``nvidia-device-plugin`` or ``gpu-feature-discovery`` says it is (``--version``: "NVIDIA Device
+    Plugin version v0.18.0"), or ``None`` when it does not say (tools/nvidia/build.sh sets it as NVIDIA's release build does)."""
+    try:
+        # the stand-in's own process, no AnsibleModule; bounded by timeout, which run_command has not
+        proc = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=timeout, check=False)  # pylint: disable=ansible-bad-function
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r"\bversion (v[0-9]+\.[0-9]+\.[0-9]+)\b", proc.stdout + proc.stderr)
+    return match.group(1) if match else None
 
 
 def _layout_digest(config_text, layout):
@@ -319,20 +337,28 @@ class Gfd(_NodeBinary):
     (GFD's output file) and ``gfd.log`` (what GFD printed on its last run).
     """
 
-    def __init__(self, binary, mock_dir, state_dir, timeout=GFD_TIMEOUT):
+    def __init__(self, binary, mock_dir, state_dir, timeout=GFD_TIMEOUT, releases=None):
+        """``releases``: ``{version: binary}`` of every release the stand-in can run (its GFD DaemonSet's image names one);
+        ``binary`` runs for a DaemonSet whose image names none."""
         super().__init__(binary, mock_dir, state_dir, timeout)
+        self.releases = dict(releases or {})
         self._cache = {}
 
-    def labels(self, node, state_entries, config_text=None, strategy=None):
+    def labels(self, node, state_entries, config_text=None, strategy=None, version=None):
         """GFD's ``nvidia.com/*`` labels for ``node``; GFD runs only when the inputs differ from the last run's.
 
         ``state_entries`` is :func:`nvml_state.node_state`'s list, ``config_text`` the device-plugin config as the
         ConfigMap holds it (``None``: no config file), ``strategy`` the ClusterPolicy's MIG strategy (``MIG_STRATEGY``;
-        ``None``: not set, GFD takes the config's). Raises :class:`GfdError` when GFD fails (cached too: the same
-        inputs do not run it again).
+        ``None``: not set, GFD takes the config's), ``version`` the release its DaemonSet's image names (``None``: the
+        default ``binary``). Raises :class:`GfdError` when GFD fails (cached too: the same inputs do not run it again),
+        and when the stand-in has no GFD of that release (a real node could not pull the image: no Pod starts).
         """
+        binary = self.binary if version is None else self.releases.get(version)
+        if binary is None:
+            raise GfdError("the GFD DaemonSet's image names release %s, and the stand-in has no gpu-feature-discovery of it (it has: %s): as "
+                           "with an image a node cannot pull, no Pod starts" % (version, ", ".join(sorted(self.releases)) or "none"))
         state_text = _nvml.render(state_entries, "gpushare.k8s GPU Operator stand-in: the simulated GPUs of node %s" % node)
-        digest = hashlib.sha256(json.dumps([self.binary, self.mock_dir, state_text, config_text, strategy]).encode("utf-8")).hexdigest()
+        digest = hashlib.sha256(json.dumps([binary, self.mock_dir, state_text, config_text, strategy]).encode("utf-8")).hexdigest()
         cached = self._cache.get(node)
         if cached is not None and cached[0] == digest:
             if isinstance(cached[1], GfdError):
@@ -340,21 +366,21 @@ class Gfd(_NodeBinary):
                 raise cached[1]
             return dict(cached[1])
         try:
-            result = self._run(node, state_entries, config_text, strategy)
+            result = self._run(node, state_entries, config_text, strategy, binary)
         except GfdError as exc:
             self._cache[node] = (digest, exc)
             raise
         self._cache[node] = (digest, result)
         return dict(result)
 
-    def _run(self, node, state_entries, config_text, strategy):
+    def _run(self, node, state_entries, config_text, strategy, binary):
         directory = self.node_dir(node)
         os.makedirs(directory, mode=0o700, exist_ok=True)
         state = os.path.join(directory, NVML_STATE)
         output = os.path.join(directory, "gfd-labels")
         config = os.path.join(directory, "config.yaml")
         _hold_state(state, state_entries, node)
-        args = [self.binary, "--oneshot", "--no-timestamp", "--output-file", output]
+        args = [binary, "--oneshot", "--no-timestamp", "--output-file", output]
         if config_text is not None:
             _write(config, config_text if config_text.endswith("\n") else config_text + "\n")
             args += ["--config-file", config]
@@ -371,7 +397,7 @@ class Gfd(_NodeBinary):
             # the stand-in's own process, no AnsibleModule; bounded by timeout, which run_command has not
             proc = subprocess.run(args, capture_output=True, text=True, timeout=self.timeout, env=env, check=False)  # pylint: disable=ansible-bad-function
         except (OSError, subprocess.SubprocessError) as exc:
-            raise GfdError("cannot run %s: %s" % (self.binary, exc)) from None
+            raise GfdError("cannot run %s: %s" % (binary, exc)) from None
         _write(os.path.join(directory, "gfd.log"), "$ %s\n%s" % (" ".join(args), proc.stderr))
         try:
             with open(output, encoding="utf-8") as handle:
@@ -479,13 +505,18 @@ class DevicePlugin:
     ``device-plugin-kubelet`` (tools/device-plugin-kubelet/build.sh), ``mock_dir`` the mock NVML's directory,
     ``state_dir`` the nodes' files (the same as :class:`Gfd`'s: ``<state_dir>/<node>/nvml-state``, and here
     ``available-configs/``, ``config/``, ``device-plugins/``, ``bin/`` and ``device-plugin.log``). Each process reads
-    the end of its standard input as the stand-in's end.
+    the end of its standard input as the stand-in's end. ``releases`` is ``{version: nvidia-device-plugin}`` of every
+    k8s-device-plugin release the stand-in can run (its ``config-manager`` beside each): the device plugin's DaemonSet
+    image names the one a node runs; ``binary`` runs for an image that names none.
     """
 
-    def __init__(self, binary, kubelet, mock_dir, state_dir, kubeconfig, config_manager=None):
+    def __init__(self, binary, kubelet, mock_dir, state_dir, kubeconfig, config_manager=None, releases=None, version=None):
+        """``version``: the release of ``binary``, which the operand DaemonSets' images name when the ClusterPolicy names none."""
         self.binary = binary
+        self.version = version
         self.kubelet = kubelet
         self.config_manager = config_manager or os.path.join(os.path.dirname(binary), "config-manager")
+        self.releases = dict(releases or {})
         self.mock_dir = mock_dir
         self.state_dir = state_dir
         self.kubeconfig = kubeconfig
@@ -520,8 +551,12 @@ class DevicePlugin:
         except OSError:
             return None
 
-    def ensure(self, node, state_entries, configs=None, default_config=None, strategy=None, pod=None):
+    def ensure(self, node, state_entries, configs=None, default_config=None, strategy=None, pod=None, version=None):
         """Have ``node``'s plugin run with these inputs; return what was done (for the log).
+
+        ``version`` is the release the DaemonSet's image names (``None``: ``binary``): without that release the Pod
+        cannot start (a real node cannot pull the image), so the node's processes are left as they are, as the running
+        Pod of a rollout stuck on an image is.
 
         ``configs`` is the data of the ConfigMap the DaemonSet mounts (``None``: the ClusterPolicy names none, so
         neither config-manager nor a config file), ``default_config`` its ``DEFAULT_CONFIG``, ``strategy`` its
@@ -536,8 +571,14 @@ class DevicePlugin:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         if configs is not None:
             self.sync_configs(node, configs)
+        binary = self.binary if version is None else self.releases.get(version)
+        if binary is None:
+            _LOG.warning("%s: the device plugin's DaemonSet image names release %s, and the stand-in has no nvidia-device-plugin of it (it has: %s): "
+                         "as with an image the node cannot pull, its Pod does not start", node, version, ", ".join(sorted(self.releases)) or "none")
+            return []
+        config_manager = self.config_manager if binary == self.binary else os.path.join(os.path.dirname(binary), "config-manager")
         state_text = _nvml.render(state_entries, "gpushare.k8s GPU Operator stand-in: the simulated GPUs of node %s" % node)
-        restart_key = (state_text, strategy, configs is None, default_config, pod)
+        restart_key = (state_text, strategy, configs is None, default_config, pod, binary)
         agent = self._agents.get(node)
         if agent is not None and agent["proc"].poll() is None:
             if agent["restart_key"] == restart_key:
@@ -562,17 +603,17 @@ class DevicePlugin:
             if os.path.lexists(config):
                 os.unlink(config)
             env.update(config_manager_env(directory, node, self.kubeconfig, default_config))
-        argv = device_plugin_command(self.binary, self.kubelet, directory, config, node=node, kubeconfig=self.kubeconfig,
-                                     config_manager=self.config_manager if configs is not None else None)
+        argv = device_plugin_command(binary, self.kubelet, directory, config, node=node, kubeconfig=self.kubeconfig,
+                                     config_manager=config_manager if configs is not None else None)
         with open(os.path.join(directory, "device-plugin.log"), "ab") as log:
-            log.write(("\n$ %s (%s)\n" % (" ".join(argv[argv.index(self.kubelet):]), reason)).encode("utf-8"))
+            log.write(("\n$ %s (%s%s)\n" % (" ".join(argv[argv.index(self.kubelet):]), reason, ", release %s" % version if version else "")).encode("utf-8"))
             log.flush()
             # a long-running agent of the stand-in, not a command run to its end (run_command's)
             proc = subprocess.Popen(  # pylint: disable=consider-using-with,ansible-bad-function
                 argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env)
         self.starts += 1
         self._agents[node] = {"proc": proc, "restart_key": restart_key, "started": time.monotonic()}
-        return ["%s: device plugin %s" % (node, reason)]
+        return ["%s: device plugin %s%s" % (node, "%s " % version if version else "", reason)]
 
     def _stop(self, node):
         agent = self._agents.pop(node, None)
@@ -623,9 +664,13 @@ def _write(path, text):
 
 # The digest of what the stand-in last derived for an operand DaemonSet (the operator keeps nvidia.com/last-applied-hash).
 STANDIN_SPEC_ANNOTATION = "gpushare.k8s/standin-spec"
-# The image of the operand containers: no Pod is run from it (the DaemonSets select the operator's
-# nvidia.com/gpu.deploy.* node labels, which the lab's nodes do not carry); the stand-in runs the containers as processes.
-STANDIN_IMAGE = "gpushare-lab/operand-process:stand-in"
+# The image of the operand containers, as the operator composes it from the ClusterPolicy's spec.devicePlugin and
+# spec.gfd {repository, image, version} (:func:`operand_image`); where the lab's ClusterPolicy leaves one out, the stand-in
+# fills in this repository, NVIDIA's image name and the release it runs by default. No Pod is run from it (the DaemonSets
+# select the operator's nvidia.com/gpu.deploy.* node labels, which the lab's nodes do not carry): the stand-in runs the
+# containers as processes, NVIDIA's binaries of the release the image names.
+STANDIN_REPOSITORY = "gpushare-lab"
+OPERAND_IMAGE = "k8s-device-plugin"
 _CONFIG_MOUNT = {"name": "config", "mountPath": "/config"}
 _AVAILABLE_MOUNT = {"name": "available-configs", "mountPath": "/available-configs"}
 
@@ -634,16 +679,34 @@ def _env(**values):
     return [{"name": key, "value": value} for key, value in values.items()]
 
 
-def operand_daemonset(name, container, namespace, policy):
+def operand_image(section, default_version=None):
+    """The image of an operand whose ClusterPolicy section (``spec.devicePlugin``, ``spec.gfd``) is ``section``, composed as
+    the operator composes it: ``<repository>/<image>:<version>`` (``@<version>`` for a ``sha256:`` digest), or ``image``
+    alone when it is the only one set (a full reference). A field the section leaves out is the stand-in's
+    (:data:`STANDIN_REPOSITORY`, :data:`OPERAND_IMAGE`, ``default_version``)."""
+    section = section if isinstance(section, dict) else {}
+    repository, image, version = (str(section.get(key) or "") for key in ("repository", "image", "version"))
+    if image and not repository and not version:
+        return image
+    repository, image, version = repository or STANDIN_REPOSITORY, image or OPERAND_IMAGE, version or default_version
+    if not version:
+        return "%s/%s" % (repository, image)
+    return "%s/%s%s%s" % (repository, image, "@" if version.startswith("sha256:") else ":", version)
+
+
+def operand_daemonset(name, container, namespace, policy, default_version=None):
     """The operand DaemonSet ``name`` (main container ``container``) the operator derives from ``policy``, as far as
-    the node side reads it: the ClusterPolicy's ``mig.strategy`` as ``MIG_STRATEGY``; with ``devicePlugin.config``, the
-    ConfigMap as a volume, ``CONFIG_FILE`` and config-manager's init and sidecar containers with the operator's
-    environment (``DEFAULT_CONFIG``, ``FALLBACK_STRATEGIES=empty``, ``ONESHOT``, ``SEND_SIGNAL``, ``PROCESS_TO_SIGNAL``).
+    the node side reads it: the image from the ClusterPolicy's ``devicePlugin`` (``gfd`` for GFD's) section
+    (:func:`operand_image`, ``default_version`` where the section names none) on every container; the ClusterPolicy's
+    ``mig.strategy`` as ``MIG_STRATEGY``; with ``devicePlugin.config``, the ConfigMap as a volume, ``CONFIG_FILE`` and
+    config-manager's init and sidecar containers with the operator's environment (``DEFAULT_CONFIG``,
+    ``FALLBACK_STRATEGIES=empty``, ``ONESHOT``, ``SEND_SIGNAL``, ``PROCESS_TO_SIGNAL``).
     """
     spec = policy.get("spec") or {}
     config = (spec.get("devicePlugin") or {}).get("config") or {}
     strategy = (spec.get("mig") or {}).get("strategy")
-    main = {"name": container, "image": STANDIN_IMAGE, "env": _env(**({"MIG_STRATEGY": strategy} if strategy else {}))}
+    image = operand_image(spec.get("gfd" if container == "gpu-feature-discovery" else "devicePlugin"), default_version)
+    main = {"name": container, "image": image, "env": _env(**({"MIG_STRATEGY": strategy} if strategy else {}))}
     if container == "nvidia-device-plugin":
         main["env"] += _env(MPS_ROOT=MPS_ROOT)
     pod = {"nodeSelector": {"nvidia.com/gpu.deploy.%s" % ("device-plugin" if container == "nvidia-device-plugin" else container): "true"},
@@ -653,9 +716,9 @@ def operand_daemonset(name, container, namespace, policy):
         main["volumeMounts"] = [_CONFIG_MOUNT]
         common = dict(NODE_LABEL=_op.DEVICE_PLUGIN_CONFIG_LABEL, CONFIG_FILE_SRCDIR="/available-configs", CONFIG_FILE_DST="/config/config.yaml",
                       DEFAULT_CONFIG=config.get("default") or "", FALLBACK_STRATEGIES="empty")
-        pod["initContainers"] = [{"name": "config-manager-init", "image": STANDIN_IMAGE, "volumeMounts": [_AVAILABLE_MOUNT, _CONFIG_MOUNT],
+        pod["initContainers"] = [{"name": "config-manager-init", "image": image, "volumeMounts": [_AVAILABLE_MOUNT, _CONFIG_MOUNT],
                                   "env": _env(ONESHOT="true", SEND_SIGNAL="false", **common)}]
-        pod["containers"].append({"name": "config-manager", "image": STANDIN_IMAGE, "volumeMounts": [_AVAILABLE_MOUNT, _CONFIG_MOUNT],
+        pod["containers"].append({"name": "config-manager", "image": image, "volumeMounts": [_AVAILABLE_MOUNT, _CONFIG_MOUNT],
                                   "env": _env(ONESHOT="false", SEND_SIGNAL="true", SIGNAL="1", PROCESS_TO_SIGNAL=container, **common)})
         pod["shareProcessNamespace"] = True
         pod["volumes"] = [{"name": "available-configs", "configMap": {"name": config["name"]}}, {"name": "config", "emptyDir": {}}]
@@ -676,7 +739,8 @@ def operand_daemonset(name, container, namespace, policy):
 def daemonset_pod(daemonset):
     """What a node reads of an operand DaemonSet: ``pod`` (a digest of its Pod template: a new one is a rollout),
     ``configmap`` (the ConfigMap its volume mounts, or ``None``), ``default_config`` (config-manager's
-    ``DEFAULT_CONFIG``) and ``strategy`` (the main container's ``MIG_STRATEGY``, or ``None``)."""
+    ``DEFAULT_CONFIG``), ``strategy`` (the main container's ``MIG_STRATEGY``, or ``None``), ``image`` (the main
+    container's) and ``version`` (the release that image names, :func:`operator_wait.parse_image`; ``None``: none)."""
     template = (daemonset.get("spec") or {}).get("template") or {}
     pod = template.get("spec") or {}
 
@@ -695,6 +759,8 @@ def daemonset_pod(daemonset):
         "configmap": configmap,
         "default_config": env_of(pod.get("initContainers"), "config-manager-init", "DEFAULT_CONFIG"),
         "strategy": env_of(main[:1], main[0]["name"] if main else "", "MIG_STRATEGY") or None,
+        "image": main[0].get("image") if main else None,
+        "version": _wait.parse_image(main[0].get("image") if main else None)["version"],
     }
 
 
@@ -780,7 +846,7 @@ class StandIn:
         live = self.daemonsets()
         stored = {}
         for name, container in ((_op.DEVICE_PLUGIN_DAEMONSET, "nvidia-device-plugin"), (_op.GFD_DAEMONSET, "gpu-feature-discovery")):
-            wanted = operand_daemonset(name, container, self._namespace, policy)
+            wanted = operand_daemonset(name, container, self._namespace, policy, getattr(self._device_plugin, "version", None))
             current = live.get(name)
             digest = wanted["metadata"]["annotations"][STANDIN_SPEC_ANNOTATION]
             if current is not None and (current["metadata"].get("annotations") or {}).get(STANDIN_SPEC_ANNOTATION) == digest:
@@ -892,7 +958,8 @@ class StandIn:
                              name, self._namespace, plugin_pod["configmap"])
                 return actions
             configs = plugin_pod["data"]
-        actions.extend(self._device_plugin.ensure(name, state, configs, plugin_pod["default_config"], plugin_pod["strategy"], plugin_pod["pod"]))
+        actions.extend(self._device_plugin.ensure(name, state, configs, plugin_pod["default_config"], plugin_pod["strategy"], plugin_pod["pod"],
+                                                  plugin_pod["version"] if self._device_plugin.releases else None))
         config_text = None
         if configs is not None:
             # GFD follows the same label with its own config-manager and, like the plugin, reads the file it points at
@@ -912,7 +979,7 @@ class StandIn:
                 self._gfd_loaded[name] = loaded
             config_text = loaded[1]
         try:
-            gfd_labels = self._gfd.labels(name, state, config_text, gfd_pod["strategy"])
+            gfd_labels = self._gfd.labels(name, state, config_text, gfd_pod["strategy"], gfd_pod["version"] if self._gfd.releases else None)
         except GfdError as exc:
             # said once per input: the same inputs do not run GFD again, and a pass comes every few seconds
             (_LOG.debug if getattr(exc, "repeated", False) else _LOG.warning)(

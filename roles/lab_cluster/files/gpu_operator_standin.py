@@ -11,7 +11,11 @@ error) triggers one reconcile pass of
 gpu-feature-discovery (``--gfd``) and keeps NVIDIA's device plugin (``--device-plugin``, registered with
 ``--device-plugin-kubelet``) running over our mock NVML library (``--nvml-mock``, its directory) for each GPU
 node, with that node's files under ``--state-dir`` (the lab_cluster role gives the cluster's own
-directory). Logs go to standard output, which kwokctl writes to the cluster's ``logs/gpu-operator-standin.log``;
+directory). Each ``--release`` directory holds another k8s-device-plugin release's ``nvidia-device-plugin`` and
+``config-manager`` (and its ``gpu-feature-discovery`` where it was built): the release a node runs is the one the
+operand DaemonSets' images name (the ClusterPolicy's ``spec.devicePlugin.version`` and ``spec.gfd.version``), each
+binary's release being what its ``--version`` says. Logs go to standard output, which kwokctl writes to the cluster's
+``logs/gpu-operator-standin.log``;
 each node's device plugin logs to ``<state-dir>/<node>/device-plugin.log``. The plugins stop with the stand-in.
 """
 
@@ -83,6 +87,8 @@ def main(argv=None):
     parser.add_argument("--resync", type=float, default=10.0, help="seconds between full passes without events")
     parser.add_argument("--gfd", required=True, help="NVIDIA's gpu-feature-discovery binary (tools/nvidia/build.sh)")
     parser.add_argument("--device-plugin", required=True, help="NVIDIA's nvidia-device-plugin binary (tools/nvidia/build.sh)")
+    parser.add_argument("--release", action="append", default=[], metavar="DIR",
+                        help="another k8s-device-plugin release's nvidia-device-plugin and config-manager (tools/nvidia/build.sh CACHE VERSION)")
     parser.add_argument("--device-plugin-kubelet", required=True, help="the kubelet side it registers with (tools/device-plugin-kubelet/build.sh)")
     parser.add_argument("--mig-parted", required=True, help="NVIDIA's nvidia-mig-parted binary (tools/mig-parted/build.sh)")
     parser.add_argument("--nvml-mock", required=True, help="the directory of our mock libnvidia-ml.so.1 (tools/nvml-mock/build.sh)")
@@ -97,10 +103,28 @@ def main(argv=None):
                                      (args.mig_parted, os.access(args.mig_parted, os.X_OK)),
                                      (os.path.join(args.nvml_mock, "libnvidia-ml.so.1"), os.path.isfile(os.path.join(args.nvml_mock, "libnvidia-ml.so.1"))))
                if not ok]
+    for directory in args.release:
+        missing += [os.path.join(directory, name) for name in ("nvidia-device-plugin", "config-manager")
+                    if not os.access(os.path.join(directory, name), os.X_OK)]
     if missing:  # the lab_cluster role builds them before it starts the cluster
         log.error("cannot start: %s missing; run the lab_cluster role (make cluster-operator) to build them", ", ".join(missing))
         return 2
     standin_mod, auth = _module_utils()
+    # each binary's release, as it says it (the images of the operand DaemonSets name one of them)
+    default_version = standin_mod.binary_version(args.device_plugin)
+    plugins_by_version = {default_version: os.path.abspath(args.device_plugin)} if default_version else {}
+    gfd_by_version = {standin_mod.binary_version(args.gfd): os.path.abspath(args.gfd)}
+    for directory in args.release:
+        plugin = os.path.abspath(os.path.join(directory, "nvidia-device-plugin"))
+        version = standin_mod.binary_version(plugin)
+        if version is None:
+            log.error("cannot start: %s does not say its release (--version)", plugin)
+            return 2
+        plugins_by_version.setdefault(version, plugin)
+        gfd = os.path.join(directory, "gpu-feature-discovery")
+        if os.access(gfd, os.X_OK):
+            gfd_by_version.setdefault(standin_mod.binary_version(gfd), os.path.abspath(gfd))
+    gfd_by_version.pop(None, None)
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_args: stop.set())
@@ -115,14 +139,16 @@ def main(argv=None):
             stop.wait(1.0)
     if api_client is None:
         return 0
-    gfd = standin_mod.Gfd(os.path.abspath(args.gfd), os.path.abspath(args.nvml_mock), os.path.abspath(args.state_dir))
+    gfd = standin_mod.Gfd(os.path.abspath(args.gfd), os.path.abspath(args.nvml_mock), os.path.abspath(args.state_dir), releases=gfd_by_version)
     plugins = standin_mod.DevicePlugin(os.path.abspath(args.device_plugin), os.path.abspath(args.device_plugin_kubelet),
-                                       os.path.abspath(args.nvml_mock), os.path.abspath(args.state_dir), os.path.abspath(args.kubeconfig))
+                                       os.path.abspath(args.nvml_mock), os.path.abspath(args.state_dir), os.path.abspath(args.kubeconfig),
+                                       releases=plugins_by_version, version=default_version)
     mig_parted = standin_mod.MigParted(os.path.abspath(args.mig_parted), os.path.abspath(args.nvml_mock), os.path.abspath(args.state_dir))
     standin = standin_mod.StandIn(api_client, args.namespace, gfd, device_plugin=plugins, mig_parted=mig_parted)
-    log.info("started: namespace %s, kubeconfig %s, gpu-feature-discovery %s, nvidia-device-plugin %s and nvidia-mig-parted %s over the "
-             "NVML mock in %s, node files in %s", args.namespace, args.kubeconfig, gfd.binary, plugins.binary, mig_parted.binary, gfd.mock_dir,
-             gfd.state_dir)
+    log.info("started: namespace %s, kubeconfig %s, gpu-feature-discovery %s, nvidia-device-plugin %s (release %s by default; releases: "
+             "device plugin %s, GFD %s) and nvidia-mig-parted %s over the NVML mock in %s, node files in %s", args.namespace, args.kubeconfig,
+             gfd.binary, plugins.binary, default_version or "unknown", ", ".join(sorted(plugins_by_version)) or "-", ", ".join(sorted(gfd_by_version)) or "-",
+             mig_parted.binary, gfd.mock_dir, gfd.state_dir)
     try:
         return _loop(args, standin, api_client, stop, log)
     finally:

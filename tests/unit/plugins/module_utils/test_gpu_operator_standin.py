@@ -167,3 +167,58 @@ def test_the_node_side_reads_what_the_operand_daemonset_derives_from_the_cluster
     # no config named: no config-manager, no volume, the strategy unset when the ClusterPolicy sets none
     bare = standin.daemonset_pod(standin.operand_daemonset("gpu-feature-discovery", "gpu-feature-discovery", "gpu-operator", {"metadata": {}}))
     assert (bare["configmap"], bare["default_config"], bare["strategy"]) == (None, None, None)
+
+
+@pytest.mark.parametrize("section, image", [
+    (None, "gpushare-lab/k8s-device-plugin:v0.18.0"),                                   # the lab's ClusterPolicy names none
+    ({"version": "v0.17.4"}, "gpushare-lab/k8s-device-plugin:v0.17.4"),
+    ({"repository": "registry.example/nvidia", "image": "k8s-device-plugin", "version": "v0.17.4"}, "registry.example/nvidia/k8s-device-plugin:v0.17.4"),
+    ({"repository": "registry.example/nvidia", "image": "k8s-device-plugin", "version": "sha256:" + "a" * 64},
+     "registry.example/nvidia/k8s-device-plugin@sha256:" + "a" * 64),                  # a digest: the operator writes @
+    ({"image": "registry.example/mirror/k8s-device-plugin:v0.16.2"}, "registry.example/mirror/k8s-device-plugin:v0.16.2"),  # a full path alone
+])
+def test_the_operand_image_is_composed_as_the_operator_composes_it(section, image):
+    assert standin.operand_image(section, "v0.18.0") == image
+
+
+def test_the_operand_daemonsets_run_the_image_the_cluster_policy_names_and_the_node_reads_its_release():
+    policy = {"metadata": {"name": "cluster-policy"}, "spec": {"devicePlugin": {"version": "v0.17.4", "config": {"name": "cm", "default": "default"}},
+                                                               "gfd": {"repository": "gpushare-lab", "image": "k8s-device-plugin", "version": "v0.18.0"}}}
+    plugin = standin.operand_daemonset("nvidia-device-plugin-daemonset", "nvidia-device-plugin", "gpu-operator", policy, "v0.18.0")
+    template = plugin["spec"]["template"]["spec"]
+    # every container of the Pod runs the release's image (config-manager is in the k8s-device-plugin image)
+    assert {c["image"] for c in template["containers"] + template["initContainers"]} == {"gpushare-lab/k8s-device-plugin:v0.17.4"}
+    assert standin.daemonset_pod(plugin)["version"] == "v0.17.4"
+    gfd = standin.operand_daemonset("gpu-feature-discovery", "gpu-feature-discovery", "gpu-operator", policy, "v0.18.0")
+    assert standin.daemonset_pod(gfd)["version"] == "v0.18.0"
+    # a new version is a new Pod template: a rollout
+    older = standin.operand_daemonset("nvidia-device-plugin-daemonset", "nvidia-device-plugin", "gpu-operator",
+                                      {"metadata": {}, "spec": {"devicePlugin": {"config": {"name": "cm", "default": "default"}}}}, "v0.18.0")
+    assert standin.daemonset_pod(older)["pod"] != standin.daemonset_pod(plugin)["pod"]
+    assert standin.daemonset_pod(older)["version"] == "v0.18.0"
+
+
+def _script(path, text):
+    path.write_text("#!/bin/sh\n" + text)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
+def test_a_binary_says_its_release(tmp_path):
+    assert standin.binary_version(_script(tmp_path / "plugin", "echo 'NVIDIA Device Plugin version v0.17.4'\n")) == "v0.17.4"
+    assert standin.binary_version(_script(tmp_path / "gfd", "echo 'GPU Feature Discovery version v0.18.0' >&2\n")) == "v0.18.0"
+    assert standin.binary_version(_script(tmp_path / "mute", "exit 1\n")) is None
+    assert standin.binary_version(str(tmp_path / "nothing")) is None
+
+
+def test_a_release_the_stand_in_lacks_starts_no_pod(tmp_path):
+    """The DaemonSet's image names a release the stand-in has no binaries of: as with an image a node cannot pull, nothing
+    starts (the running Pod of a stuck rollout is kept); GFD says so and labels nothing."""
+    plugin = standin.DevicePlugin(str(tmp_path / "v0.18.0" / "nvidia-device-plugin"), "kubelet", str(tmp_path), str(tmp_path / "state"), "kubeconfig",
+                                  releases={"v0.18.0": str(tmp_path / "v0.18.0" / "nvidia-device-plugin")}, version="v0.18.0")
+    state = nvml_state.node_state("A100-SXM4-80GB", 1, node="n1")
+    assert plugin.ensure("n1", state, version="v0.16.2") == [] and plugin.nodes() == [] and plugin.starts == 0
+    gfd = standin.Gfd(str(tmp_path / "gfd"), str(tmp_path), str(tmp_path / "state"), releases={"v0.18.0": str(tmp_path / "gfd")})
+    with pytest.raises(standin.GfdError, match="names release v0.17.4, and the stand-in has no gpu-feature-discovery of it .it has: v0.18.0."):
+        gfd.labels("n1", state, version="v0.17.4")
+    assert gfd.runs == 0
