@@ -30,7 +30,9 @@ if [[ -z "$release" ]]; then
   commands=(gpu-feature-discovery nvidia-device-plugin config-manager)
 else
   [[ "$release" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ && -f "$here/$release/go.mod" ]] || {
-    echo "[build nvidia] no pinned release $release: $here/<release>/go.mod exists for $(cd "$here" && ls -d v*/ 2>/dev/null | tr -d / | tr '\n' ' ')" >&2
+    pinned=()
+    for pin in "$here"/v*/go.mod; do [[ -f "$pin" ]] && pinned+=("$(basename "$(dirname "$pin")")"); done
+    echo "[build nvidia] no pinned release $release: $here/<release>/go.mod exists for ${pinned[*]:-none}" >&2
     exit 2
   }
   src=$here/$release
