@@ -24,7 +24,7 @@ except ImportError:  # loaded as plain modules, next to cluster_objects.py
 
 __all__ = ["DEFAULT_FIX", "api_server_errors", "missing_kubeconfigs"]
 
-DEFAULT_FIX = ("start the cluster (the local lab cluster: `make cluster`, or the playbook gpushare.k8s.cluster), "
+DEFAULT_FIX = ("start the cluster (the local lab cluster: the playbook gpushare.k8s.cluster, or `make cluster` in a checkout), "
                "or set kubeconfig (K8S_AUTH_KUBECONFIG) to the kubeconfig of a running cluster")
 
 

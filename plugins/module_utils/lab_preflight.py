@@ -64,7 +64,7 @@ PREFLIGHT_ARG_SPEC = dict(
     mode=dict(type="str", choices=["advertise", "operator"], default="advertise"),
     cluster_policy=dict(type="str", default="cluster-policy"),
     control_plane_leases=dict(type="list", elements="str", default=["kube-controller-manager", "kube-scheduler"]),
-    control_plane_fix=dict(type="str", default="restart them; on the local lab cluster run `make cluster`"),
+    control_plane_fix=dict(type="str", default="restart them; on the local lab cluster run the playbook gpushare.k8s.cluster (`make cluster` in a checkout)"),
 )
 PREFLIGHT_ARG_SPEC.update(copy.deepcopy(AUTH_ARG_SPEC))
 

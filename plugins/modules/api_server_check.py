@@ -36,8 +36,8 @@ options:
       - What to do when there is no cluster to talk to, appended to the message after C(Fix:).
     type: str
     default: >-
-      start the cluster (the local lab cluster: `make cluster`, or the playbook gpushare.k8s.cluster), or set kubeconfig
-      (K8S_AUTH_KUBECONFIG) to the kubeconfig of a running cluster
+      start the cluster (the local lab cluster: the playbook gpushare.k8s.cluster, or `make cluster` in a checkout), or set
+      kubeconfig (K8S_AUTH_KUBECONFIG) to the kubeconfig of a running cluster
   fail_on_error:
     description:
       - Fail when the check fails. V(false) returns RV(ok=false) and the message instead, for a C(rescue) block that
@@ -52,7 +52,7 @@ EXAMPLES = r"""
 - name: Check that the lab cluster runs before anything else
   gpushare.k8s.api_server_check:
     kubeconfig: ~/.kwok/clusters/gpushare/kubeconfig.yaml
-    fix: start it with `make cluster`, or set gpushare_kubeconfig
+    fix: start it with ansible-playbook gpushare.k8s.cluster, or set gpushare_kubeconfig
 
 - name: Explain a failure in a rescue block
   gpushare.k8s.api_server_check:

@@ -128,7 +128,7 @@ options:
   control_plane_fix:
     description: How to restore a component that is not running, appended to the failure.
     type: str
-    default: restart them; on the local lab cluster run `make cluster`
+    default: restart them; on the local lab cluster run the playbook gpushare.k8s.cluster (`make cluster` in a checkout)
 seealso:
   - module: gpushare.k8s.api_server_check
 """

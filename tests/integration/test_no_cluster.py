@@ -50,7 +50,7 @@ def assert_first_error_is_the_preflights(proc, root):
     assert not re.search(r"(?<!\*)\*{8}(?!\*)", out) and "remote_src" not in out  # a masked value, not a task banner
     assert not root.exists(), "nothing was written"
     failure = " ".join(out[out.index(CHECK_TASK):].split())
-    assert "start it with `make cluster` (or ansible-playbook gpushare.k8s.cluster), or set gpushare_kubeconfig" in failure, failure
+    assert "start it with ansible-playbook gpushare.k8s.cluster (`make cluster` in a checkout), or set gpushare_kubeconfig" in failure, failure
     return failure
 
 
