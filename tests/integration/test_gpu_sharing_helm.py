@@ -119,8 +119,8 @@ def node_state(core):
     for node in core.list_node().items:
         if node.metadata.name.startswith("lab-node-"):
             labels = node.metadata.labels or {}
-            state[node.metadata.name] = (nvidia(node.status.allocatable), {k: v for k, v in labels.items()
-                                                                          if k in ("nvidia.com/device-plugin.config", "nvidia.com/mig.config")})
+            owned = {k: v for k, v in labels.items() if k in ("nvidia.com/device-plugin.config", "nvidia.com/mig.config")}
+            state[node.metadata.name] = (nvidia(node.status.allocatable), owned)
     return state
 
 

@@ -276,8 +276,8 @@ def test_a_recorded_node_the_collection_never_configured_is_refused():
 def test_the_values_fragment_is_carried_when_the_clusterpolicy_holds_each_of_its_fields():
     assert sr.fragment_differences({"spec": PATCH["spec"]}, PATCH) == []
     missing = sr.fragment_differences(POLICY, PATCH)
-    assert [field for field, _wanted, _found in missing] == ["devicePlugin.config.name", "devicePlugin.config.default", "mig.strategy",
-                                                            "migManager.config.name"]
+    fields = ["devicePlugin.config.name", "devicePlugin.config.default", "mig.strategy", "migManager.config.name"]
+    assert [field for field, _wanted, _found in missing] == fields
     assert ("mig.strategy", "mixed", "single") in missing
 
 
