@@ -30,7 +30,8 @@ KUBECONFIG = Path(
 BESIDE_MODULES = frozenset({
     "test_bad_input.py", "test_dra.py", "test_faults.py", "test_gpu_operator_mode.py", "test_lab_playbook.py",
     "test_least_privilege.py", "test_gpu_sharing.py", "test_gpu_sharing_fleet.py",
-    "test_gpu_sharing_helm.py", "test_clusterpolicy_crd.py", "test_gpu_sharing_stock_layouts.py",  # a cluster (two: the fleet) of its own each
+    "test_gpu_sharing_helm.py", "test_clusterpolicy_crd.py", "test_gpu_sharing_stock_layouts.py",
+    "test_gpu_operator_versions.py",  # a cluster (two: the fleet) of its own each
     "test_lab_cluster_build.py", "test_no_cluster.py", "test_gpu_tables.py", "test_nvidia_gfd.py",
     "test_nvidia_device_plugin.py",  # no cluster
 })
@@ -78,7 +79,8 @@ def cluster_vars(cluster: str, **extra) -> dict:
 # helm 45, bad input 41, the device plugin 32, the fleet 31, the build 29, GFD 20, the CRD 16). A module not listed
 # starts after these.
 SCOPE_ORDER = (SHARED_SCOPE, "test_gpu_operator_mode.py", "test_faults.py", "test_dra.py", "test_least_privilege.py",
-               "test_lab_playbook.py", "test_gpu_sharing.py", "test_gpu_sharing_helm.py", "test_gpu_sharing_stock_layouts.py", "test_bad_input.py",
+               "test_lab_playbook.py", "test_gpu_sharing.py", "test_gpu_sharing_helm.py", "test_gpu_operator_versions.py",
+               "test_gpu_sharing_stock_layouts.py", "test_bad_input.py",
                "test_nvidia_device_plugin.py", "test_gpu_sharing_fleet.py", "test_lab_cluster_build.py", "test_nvidia_gfd.py",
                "test_clusterpolicy_crd.py", "test_gpu_tables.py", "test_no_cluster.py")
 
