@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: command_check
 short_description: Run a check program and require its exit code and output
-version_added: 0.1.0
+version_added: 1.0.0
 author:
   - gpushare.k8s maintainers (@gpushare)
 description:

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: dra_resource_slices
 short_description: (lab only) Publish simulated GPUs as DRA ResourceSlices, one pool per node
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - The Dynamic Resource Allocation counterpart of M(gpushare.k8s.node_resources). For each node it publishes the
     ResourceSlice pool a GPU DRA driver would (names, attributes and counters of NVIDIA's k8s-dra-driver-gpu), so the

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: gpu_operator_wait
 short_description: Wait until the GPU Operator advertises what the config model predicts
-version_added: 0.1.0
+version_added: 1.0.0
 author:
   - gpushare.k8s maintainers (@gpushare)
 description:

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: gpu_request_check
 short_description: Reject workloads that ask for more than one GPU slice before they are deployed
-version_added: 0.1.0
+version_added: 1.0.0
 author:
   - gpushare.k8s maintainers (@gpushare)
 description:

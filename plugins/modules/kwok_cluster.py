@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: kwok_cluster
 short_description: (lab only) Create, start or delete a kwokctl cluster in one task
-version_added: 0.1.0
+version_added: 1.0.0
 author:
   - gpushare.k8s maintainers (@gpushare)
 description:

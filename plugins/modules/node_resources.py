@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: node_resources
 short_description: (lab only) Set or remove extended resources in Node status
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Sets or removes extended resources (for example V(nvidia.com/gpu)) in the C(status.capacity) and
     C(status.allocatable) of Kubernetes Nodes, through the Node C(status) subresource, which

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: preflight_check
 short_description: (lab only) Check the GPU-sharing lab's data and the cluster before the lab writes anything
-version_added: 0.1.0
+version_added: 1.0.0
 author:
   - gpushare.k8s maintainers (@gpushare)
 description:

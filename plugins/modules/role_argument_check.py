@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: role_argument_check
 short_description: Check several of the collection's roles' arguments against their argument specs, in one task
-version_added: 0.1.0
+version_added: 1.0.0
 author:
   - gpushare.k8s maintainers (@gpushare)
 description:

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: service_account_kubeconfig
 short_description: Write a kubeconfig for a Kubernetes ServiceAccount, mode 0600
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Writes a kubeconfig with one cluster, one user and one context to O(path), holding a token of the ServiceAccount.
   - By default the token is an expiring one, issued by the TokenRequest API (C(serviceaccounts/token)) for

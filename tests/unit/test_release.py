@@ -98,7 +98,8 @@ def test_the_pinned_toolchain_is_within_the_runtime_ranges():
 
 @pytest.fixture(scope="module")
 def release_notes(tmp_path_factory):
-    """CHANGELOG.rst as ``antsibull-changelog release`` writes it for galaxy.yml's version, in a copy of the checkout."""
+    """CHANGELOG.rst as ``antsibull-changelog generate`` writes it from changelogs/changelog.yaml, in a copy of the checkout;
+    the fragments not released yet must lint clean."""
     dest = tmp_path_factory.mktemp("release") / "ansible_collections" / "gpushare" / "k8s"
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True, check=True).stdout
     for name in filter(None, files.decode().split("\0")):
@@ -110,10 +111,15 @@ def release_notes(tmp_path_factory):
     env.pop("ANSIBLE_CONFIG", None)
     lint = subprocess.run([VENV_BIN / "antsibull-changelog", "lint"], cwd=dest, capture_output=True, text=True, env=env, check=False)
     assert lint.returncode == 0 and not lint.stdout.strip(), lint.stdout + lint.stderr
-    release = subprocess.run([VENV_BIN / "antsibull-changelog", "release", "--version", GALAXY["version"], "--date", "2026-01-01"],
-                             cwd=dest, capture_output=True, text=True, env=env, check=False, timeout=300)
-    assert release.returncode == 0, release.stdout + release.stderr
+    (dest / "CHANGELOG.rst").unlink()
+    generate = subprocess.run([VENV_BIN / "antsibull-changelog", "generate"], cwd=dest, capture_output=True, text=True, env=env, check=False,
+                              timeout=300)
+    assert generate.returncode == 0, generate.stdout + generate.stderr
     return (dest / "CHANGELOG.rst").read_text()
+
+
+def test_the_committed_changelog_is_the_one_the_release_data_generates(release_notes):
+    assert (REPO / "CHANGELOG.rst").read_text() == release_notes, "run antsibull-changelog generate and commit CHANGELOG.rst"
 
 
 def section(notes, title):
@@ -128,6 +134,8 @@ def listed(text):
 
 
 def test_the_first_release_reads_right(release_notes):
+    releases = yaml.safe_load((REPO / "changelogs" / "changelog.yaml").read_text())["releases"]
+    assert list(releases) == ["1.0.0"] and GALAXY["version"] == "1.0.0", (list(releases), GALAXY["version"])
     assert "\nv%s\n" % GALAXY["version"] in release_notes
     assert section(release_notes, "Release Summary").strip().startswith("First release.")
     # Nothing was released before: nothing can be fixed, broken, deprecated or removed yet.
