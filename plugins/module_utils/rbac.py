@@ -391,6 +391,12 @@ def _node_keys_policy(s):
             unchanged(["status.?%s" % field for field in status_fields], "status other than capacity and allocatable"),
         ],
     }
+    return _denying_policy(name, spec, "Owned by the administrator: the ServiceAccount may patch nodes and nodes/status, and this "
+                                        "policy refuses every change of its but to %s* labels, capacity and allocatable." % OWNED_KEY_PREFIX)
+
+
+def _denying_policy(name, spec, comment):
+    """The entries of an administrator's ValidatingAdmissionPolicy ``name`` and its binding, which denies what it refuses."""
     policy = {"apiVersion": ADMISSION_VERSION, "kind": "ValidatingAdmissionPolicy", "metadata": _meta(name), "spec": spec}
     binding = {
         "apiVersion": ADMISSION_VERSION,
@@ -398,11 +404,7 @@ def _node_keys_policy(s):
         "metadata": _meta(name),
         "spec": {"policyName": name, "validationActions": ["Deny"]},
     }
-    return [
-        _Entry(policy, "Owned by the administrator: the ServiceAccount may patch nodes and nodes/status, and this policy "
-                       "refuses every change of its but to %s* labels, capacity and allocatable." % OWNED_KEY_PREFIX),
-        _Entry(binding),
-    ]
+    return [_Entry(policy, comment), _Entry(binding)]
 
 
 def create_names_policy_name(service_account):
@@ -433,18 +435,8 @@ def _create_names_policy(s):
                                   "object.metadata.?name.orValue('(a generated name)')" % (_cel_string(user), ", ".join(names), namespace)),
         }],
     }
-    policy = {"apiVersion": ADMISSION_VERSION, "kind": "ValidatingAdmissionPolicy", "metadata": _meta(name), "spec": spec}
-    binding = {
-        "apiVersion": ADMISSION_VERSION,
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": _meta(name),
-        "spec": {"policyName": name, "validationActions": ["Deny"]},
-    }
-    return [
-        _Entry(policy, "Owned by the administrator: a create cannot be limited to names by RBAC, so this policy refuses the "
-                       "ServiceAccount's creates of ConfigMaps in %s but for %s." % (namespace, ", ".join(names))),
-        _Entry(binding),
-    ]
+    return _denying_policy(name, spec, "Owned by the administrator: a create cannot be limited to names by RBAC, so this policy "
+                                        "refuses the ServiceAccount's creates of ConfigMaps in %s but for %s." % (namespace, ", ".join(names)))
 
 
 def _entries(settings):
