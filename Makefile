@@ -41,7 +41,8 @@ $(VENV)/.installed: requirements-lock.txt
 
 # The locks: requirements.txt (the top-level toolchain) and tests/sanity/requirements.in compiled by uv, every package
 # pinned with its hashes, for Python 3.11 and later (--universal). Only what the registry had published before
-# LOCK_EXCLUDE_NEWER is taken, so `make lock` reproduces the committed files byte for byte (tests/unit/test_lock.py);
+# LOCK_EXCLUDE_NEWER is taken, so `make lock` writes the committed files again byte for byte while the registry's
+# history stands (`make lock-check` checks it);
 # to move to newer releases: make lock LOCK_EXCLUDE_NEWER=$(date -u +%Y-%m-%dT%H:%M:%SZ), then `make test` and
 # `make matrix`. Each other cell of the ansible-core matrix (tests/matrix/core-*/) gets the same two locks: the toolchain
 # with that cell's ansible and ansible-core (its overrides.txt) for that cell's Python (its python-version), and
@@ -59,6 +60,12 @@ lock: venv
 	  (cd $(CURDIR)/$$cell && $(call UV_COMPILE,$$python) ../../../requirements.txt --override overrides.txt -o requirements-lock.txt && \
 	   $(call UV_COMPILE,$$python) ../../sanity/requirements.in -c requirements-lock.txt -o sanity-lock.txt); \
 	done
+
+# Whether `make lock` would write the committed locks again, against the registry as it is now (tests/unit/test_lock.py's
+# registry-marked test; `make test` leaves it out).
+.PHONY: lock-check
+lock-check: venv link
+	$(PYTEST) -m registry tests/unit/test_lock.py
 
 # The checkout is the collection; FQCNs resolve through this link.
 link: $(COLLECTION_LINK)
