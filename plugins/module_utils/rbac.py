@@ -391,8 +391,9 @@ def _node_keys_policy(s):
             unchanged(["status.?%s" % field for field in status_fields], "status other than capacity and allocatable"),
         ],
     }
-    return _denying_policy(name, spec, "Owned by the administrator: the ServiceAccount may patch nodes and nodes/status, and this "
-                                        "policy refuses every change of its but to %s* labels, capacity and allocatable." % OWNED_KEY_PREFIX)
+    comment = ("Owned by the administrator: the ServiceAccount may patch nodes and nodes/status, and this policy refuses every "
+               "change of its but to %s* labels, capacity and allocatable." % OWNED_KEY_PREFIX)
+    return _denying_policy(name, spec, comment)
 
 
 def _denying_policy(name, spec, comment):
@@ -435,8 +436,9 @@ def _create_names_policy(s):
                                   "object.metadata.?name.orValue('(a generated name)')" % (_cel_string(user), ", ".join(names), namespace)),
         }],
     }
-    return _denying_policy(name, spec, "Owned by the administrator: a create cannot be limited to names by RBAC, so this policy "
-                                        "refuses the ServiceAccount's creates of ConfigMaps in %s but for %s." % (namespace, ", ".join(names)))
+    comment = ("Owned by the administrator: a create cannot be limited to names by RBAC, so this policy refuses the "
+               "ServiceAccount's creates of ConfigMaps in %s but for %s." % (namespace, ", ".join(names)))
+    return _denying_policy(name, spec, comment)
 
 
 def _entries(settings):
