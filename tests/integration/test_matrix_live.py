@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import REPO, subprocess_env
 from reliability import OwnCluster, output, recap, tail, wait_until
@@ -86,7 +87,8 @@ def installed(tmp_path_factory):
     # (not ansible-core's own, ansible.*, which it lists wherever it looks: ansible._protomatter in 2.19)
     found = {name: info["version"] for collections in json.loads(listed.stdout).values() for name, info in collections.items()
              if not name.startswith("ansible.")}
-    assert found == {"gpushare.k8s": "0.1.0", "kubernetes.core": kubernetes_core}, found
+    built = yaml.safe_load((REPO / "galaxy.yml").read_text())["version"]
+    assert found == {"gpushare.k8s": built, "kubernetes.core": kubernetes_core}, found
     RESULTS.update(core=core, kubernetes_core=kubernetes_core, python="%d.%d.%d" % sys.version_info[:3])
     return env, work
 
