@@ -58,8 +58,10 @@ def dra_workloads(nodes, namespace, image, taints=None, node_labels=None, driver
 
 
 @_filter_errors
-def dra_team(quota, namespace):
-    """The team's manifests: ``{quota, claims, over}`` (the ResourceQuota, the claims within it, the claim beyond it)."""
+def dra_team(quota, namespace, extended_resource=""):
+    """The team's manifests: ``{quota, claims, over, over_name, resources}`` (the ResourceQuota, the claims within it,
+    the claim beyond it, its name, and the extended resources the quota limits beside its device class: the one the
+    whole-GPU class serves, ``extended_resource``, when the quota's class is that class)."""
     quota = plain(quota)
     if not isinstance(quota, dict) or not quota.get("name") or not quota.get("device_class"):
         raise InputError("gpushare_dra_team_quota", "must be {name, device_class, devices}, got %r" % (quota,),
@@ -68,8 +70,10 @@ def dra_team(quota, namespace):
     if not isinstance(devices, int) or isinstance(devices, bool) or devices < 1:
         raise InputError("gpushare_dra_team_quota.devices", "must be a positive integer, got %r" % (devices,), "give the team's device count, e.g. 2")
     claims, over = _lab.team_claims(plain(namespace), quota["device_class"], devices)
-    return {"quota": _documents([_lab.quota_object(quota["name"], plain(namespace), quota["device_class"], devices)]),
-            "claims": _documents(claims), "over": _documents([over]), "over_name": over["metadata"]["name"]}
+    bridged = _lab.team_bridged(quota["device_class"], plain(extended_resource))
+    return {"quota": _documents([_lab.quota_object(quota["name"], plain(namespace), quota["device_class"], devices, bridged)]),
+            "claims": _documents(claims), "over": _documents([over]), "over_name": over["metadata"]["name"],
+            "resources": [bridged] if bridged else []}
 
 
 @_filter_errors

@@ -191,9 +191,20 @@ def team_claims(namespace, device_class, devices):
     return claims, over
 
 
-def quota_object(name, namespace, device_class, devices):
-    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name, "namespace": namespace},
-            "spec": {"hard": {"%s.deviceclass.resource.k8s.io/devices" % device_class: str(devices)}}}
+def team_bridged(device_class, bridge_resource):
+    """The extended resource the team's quota limits beside its device class: ``bridge_resource`` when the class is the
+    whole-GPU class that serves it (its ``extendedResourceName``), else ``None``. The quota system charges every claim
+    of that class to ``requests.<bridge_resource>`` too, and a Pod asking for the resource to it at admission, so one
+    quota limiting both keeps whole GPUs one share however the team asks, and a claim beyond it is refused by that
+    quota alone (two quotas limiting the same claim would each be named, in no fixed order)."""
+    return bridge_resource if bridge_resource and device_class == _dra.CLASS_GPU else None
+
+
+def quota_object(name, namespace, device_class, devices, bridged=None):
+    hard = {"%s.deviceclass.resource.k8s.io/devices" % device_class: str(devices)}
+    if bridged:
+        hard["requests.%s" % bridged] = str(devices)
+    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name, "namespace": namespace}, "spec": {"hard": hard}}
 
 
 # --------------------------------------------------------------------------

@@ -259,18 +259,19 @@ def test_the_team_quota_refuses_a_claim_at_admission(lab):
 
 
 def test_the_coverage_quota_refuses_what_the_team_quota_does_not_count(lab):
-    """dra-quota counts devices of class gpu.nvidia.com only. Beside it, the collection's gpushare-gpu-coverage gives the
-    team the same 2 of every other class the DRA nodes' devices fall in and of every extended resource a Pod of the team
-    can be given on this cluster (the bridged nvidia.com/gpu, the device-plugin nodes' names): 3 MIG devices or 3 shares
-    are refused at admission. The quota system counts a claim through gpu.nvidia.com as requests.nvidia.com/gpu too (the
-    class's extendedResourceName; measured: the team's two claims use 2 of it), so whole GPUs are one share of 2 however
-    the team asks: with its two claims in place, even a Pod asking for one nvidia.com/gpu is refused. Expectations
-    written by hand from inventory/."""
+    """dra-quota counts devices of class gpu.nvidia.com and the nvidia.com/gpu that class serves (its
+    extendedResourceName). Beside it, the collection's gpushare-gpu-coverage gives the team the same 2 of every other
+    class the DRA nodes' devices fall in and of every other extended resource a Pod of the team can be given on this
+    cluster (the device-plugin nodes' names): 3 MIG devices or 3 shares are refused at admission. The quota system
+    counts a claim through gpu.nvidia.com as requests.nvidia.com/gpu too (measured: the team's two claims use 2 of it),
+    so whole GPUs are one share of 2 however the team asks: with its two claims in place, even a Pod asking for one
+    nvidia.com/gpu is refused. Expectations written by hand from inventory/."""
     cluster = lab["cluster"]
     coverage = cluster.core.read_namespaced_resource_quota("gpushare-gpu-coverage", TEAM_NS)
     assert coverage.spec.hard == {"mig.nvidia.com.deviceclass.resource.k8s.io/devices": "2", "shared.gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "2",
-                                  "requests.nvidia.com/gpu": "2", "requests.nvidia.com/mig-1g.10gb": "2"}
-    assert cluster.core.read_namespaced_resource_quota("dra-quota", TEAM_NS).spec.hard == {"gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "2"}
+                                  "requests.nvidia.com/mig-1g.10gb": "2"}
+    assert cluster.core.read_namespaced_resource_quota("dra-quota", TEAM_NS).spec.hard == {"gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "2",
+                                                                                          "requests.nvidia.com/gpu": "2"}
     for device_class in ("mig.nvidia.com", "shared.gpu.nvidia.com"):
         key = f"{device_class}.deviceclass.resource.k8s.io/devices"
         with pytest.raises(ApiException) as refused:
@@ -284,7 +285,7 @@ def test_the_coverage_quota_refuses_what_the_team_quota_does_not_count(lab):
         cluster.core.create_namespaced_pod(TEAM_NS, pod)
     assert refused.value.status == 403
     message = json.loads(refused.value.body)["message"]
-    assert ("exceeded quota: gpushare-gpu-coverage, requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=2, "
+    assert ("exceeded quota: dra-quota, requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=2, "
             "limited: requests.nvidia.com/gpu=2") in message, message
 
 
