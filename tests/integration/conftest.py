@@ -101,6 +101,32 @@ def pytest_sessionfinish(session):
     warm_start.close_all()
 
 
+# What each scope took, and on which worker (setup, call and teardown of its tests; the controller sees every worker's
+# reports): printed after the durations, the figures SCOPE_ORDER is balanced by.
+_SCOPE_TIMES: dict = {}
+
+
+def pytest_runtest_logreport(report):
+    worker = getattr(getattr(report, "node", None), "gateway", None)
+    entry = _SCOPE_TIMES.setdefault(scope_of(report.nodeid), {"seconds": 0.0, "worker": None, "start": None, "stop": None})
+    entry["seconds"] += report.duration
+    entry["worker"] = getattr(worker, "id", None) or entry["worker"] or "main"
+    start, stop = getattr(report, "start", None), getattr(report, "stop", None)
+    if start is not None:
+        entry["start"] = start if entry["start"] is None else min(entry["start"], start)
+        entry["stop"] = stop if entry["stop"] is None else max(entry["stop"], stop)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _SCOPE_TIMES:
+        return
+    first = min((entry["start"] for entry in _SCOPE_TIMES.values() if entry["start"] is not None), default=None)
+    terminalreporter.section("time per scope (worker, seconds from the first test's start to the scope's end)")
+    for scope, entry in sorted(_SCOPE_TIMES.items(), key=lambda item: (item[1]["worker"], item[1]["start"] or 0)):
+        span = "" if first is None or entry["stop"] is None else "  %4.0f s .. %4.0f s" % (entry["start"] - first, entry["stop"] - first)
+        terminalreporter.write_line("%-5s %6.1f s%s  %s" % (entry["worker"], entry["seconds"], span, scope))
+
+
 def subprocess_env(**extra) -> dict:
     env = dict(os.environ)
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
