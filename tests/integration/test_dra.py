@@ -270,8 +270,8 @@ def test_the_coverage_quota_refuses_what_the_team_quota_does_not_count(lab):
     coverage = cluster.core.read_namespaced_resource_quota("gpushare-gpu-coverage", TEAM_NS)
     assert coverage.spec.hard == {"mig.nvidia.com.deviceclass.resource.k8s.io/devices": "2", "shared.gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "2",
                                   "requests.nvidia.com/mig-1g.10gb": "2"}
-    assert cluster.core.read_namespaced_resource_quota("dra-quota", TEAM_NS).spec.hard == {"gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "2",
-                                                                                          "requests.nvidia.com/gpu": "2"}
+    team_hard = cluster.core.read_namespaced_resource_quota("dra-quota", TEAM_NS).spec.hard
+    assert team_hard == {"gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "2", "requests.nvidia.com/gpu": "2"}
     for device_class in ("mig.nvidia.com", "shared.gpu.nvidia.com"):
         key = f"{device_class}.deviceclass.resource.k8s.io/devices"
         with pytest.raises(ApiException) as refused:
