@@ -25,7 +25,7 @@ help:
 	@echo "make lab-operator  the whole lab in operator mode on cluster gpushare-operator (GPU Operator stand-in)"
 	@echo "make build         build the collection tarball"
 	@echo "make lock          recompile requirements-lock.txt from requirements.txt, and the matrix cells' locks (LOCK_EXCLUDE_NEWER=<date> to move on)"
-	@echo "make tables        regenerate NVIDIA's hardware tables (plugins/module_utils/gpu_tables.py) from go-nvml's mock"
+	@echo "make tables        regenerate NVIDIA's hardware tables (plugins/module_utils/hardware/tables.py) from go-nvml's mock"
 	@echo "make helm          build (once; cached after) the helm that tools/helm/go.mod pins and print its path"
 	@echo "make nvidia        build (once; cached after) NVIDIA's gpu-feature-discovery, device plugin, config-manager (tools/nvidia) and mig-parted (tools/mig-parted), our mock NVML (tools/nvml-mock); print their paths"
 	@echo "make clusterpolicy-crd  generate (once; cached after) the ClusterPolicy CRD from NVIDIA's gpu-operator Go types with controller-gen (tools/clusterpolicy-crd); print its path"
@@ -166,7 +166,7 @@ matrix: cluster
 
 # NVIDIA's hardware tables: tools/gpu-tables (its go.mod pins go-nvml) built into the user's cache, then run.
 # tests/integration/test_gpu_tables.py regenerates the file the same way and compares it byte for byte.
-GPU_TABLES := plugins/module_utils/gpu_tables.py
+GPU_TABLES := plugins/module_utils/hardware/tables.py
 tables:
 	@bin=$$(tools/gpu-tables/build.sh) && "$$bin" -o $(GPU_TABLES) && echo "[tables] wrote $(GPU_TABLES) with $$bin"
 

@@ -11,8 +11,8 @@
 #   KUBECTL=/path/to/kubectl  kubectl to use (default: kubectl on PATH)
 #   PYTHON=/path/to/python3   Python with PyYAML for the step-6 self-test
 #                             (default: python3 on PATH)
-#   MODULE_UTILS=/path        the collection's plugins/module_utils (manifest_yaml.py,
-#                             gpu_requests.py, check_request.py; default: found
+#   MODULE_UTILS=/path        the collection's plugins/module_utils (k8s/manifest_yaml.py,
+#                             requests/gpu_requests.py, ...; default: found
 #                             relative to this script)
 #
 #   VERIFY=1                  also verify as the playbook does (benchmarks/baseline-kubectl-fair.sh
@@ -186,7 +186,7 @@ grep -q 'exceeded quota: gpu-quota' "$root/out/quota-denied.txt" || die "unexpec
 ! k get pod -n team-a team-over >/dev/null 2>&1 || die "the rejected Pod exists"
 
 # --- Step 6: bin/check-request.sh (the lab's rule, check_request.py), self-tested --
-cp "$MODULE_UTILS/quantity.py" "$MODULE_UTILS/manifest_yaml.py" "$MODULE_UTILS/gpu_requests.py" "$MODULE_UTILS/check_request.py" "$root/bin/"
+cp "$MODULE_UTILS/k8s/quantity.py" "$MODULE_UTILS/k8s/manifest_yaml.py" "$MODULE_UTILS/requests/gpu_requests.py" "$MODULE_UTILS/requests/check_request.py" "$root/bin/"
 cat > "$root/bin/check-request.sh" <<EOF
 #!/usr/bin/env bash
 exec $(printf '%q' "$PYTHON") "\$(dirname -- "\$(readlink -f -- "\${BASH_SOURCE[0]}")")/check_request.py" "\$@"

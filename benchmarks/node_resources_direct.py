@@ -5,7 +5,7 @@
 
     node_resources_direct.py KUBECONFIG SELECTOR RESOURCE COUNT PARALLELISM
 
-Calls the collection's apply_node_resources (plugins/module_utils/node_status.py) in this
+Calls the collection's apply_node_resources (plugins/module_utils/lab/node_status.py) in this
 process, exactly as the module does, and prints one JSON line of phase timings: imports,
 client set-up, the LIST of the selected Nodes, the concurrent PATCHes (wall, and the sum and
 count of the calls, retries included) and the total. The difference to the task time that
@@ -23,8 +23,9 @@ from pathlib import Path
 T0 = time.perf_counter()
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / ".collections"))
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import build_api_client  # noqa: E402
-from ansible_collections.gpushare.k8s.plugins.module_utils.node_status import CoreNodeApi, apply_node_resources  # noqa: E402
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.auth import build_api_client  # noqa: E402
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.nodes import CoreNodeApi  # noqa: E402
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab.node_status import apply_node_resources  # noqa: E402
 
 
 class TimedApi:

@@ -7,7 +7,7 @@
 
 Sections (all but dra by default, in this order):
 
-  check  request check: plugins/module_utils/check_request.py (what bin/check-request.sh runs) on a
+  check  request check: plugins/module_utils/requests/check_request.py (what bin/check-request.sh runs) on a
          generated 10,000-document manifest, wall time and peak RSS of the child, against a naive
          yaml.safe_load_all checker on the same file.
   lab    `ansible-playbook playbooks/lab.yml`: first run on a fresh cluster and the idempotent

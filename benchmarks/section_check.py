@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 import re
+import shutil
 import subprocess
 
 from harness import BENCH, PYTHON, RESULTS, ROOT, fmt, say, show, stamp, wait_quiet
@@ -24,7 +25,10 @@ def section_check(env, args):
     RESULTS.machine["manifest"] = {"documents": args.documents, "bytes": len(text), "lines": text.count("\n"), "containers": containers}
     say("  manifest: %d documents, %.1f MB, %d lines, %d containers" % (args.documents, len(text) / 1e6, text.count("\n"), containers))
 
-    checker = ROOT / "plugins" / "module_utils" / "check_request.py"
+    # the four files side by side, as bin/check-request.sh hands them to Python
+    for name in ("k8s/quantity.py", "k8s/manifest_yaml.py", "requests/gpu_requests.py", "requests/check_request.py"):
+        shutil.copy(ROOT / "plugins" / "module_utils" / name, env.work)
+    checker = env.work / "check_request.py"
     candidates = [
         ("ours", "check_request.py (check-request.sh)", [PYTHON, checker, manifest], args.fast_runs),
         ("naive_c", "naive safe_load_all with CSafeLoader (libyaml)", [PYTHON, BENCH / "naive_check.py", manifest, "--libyaml"],

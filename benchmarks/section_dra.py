@@ -93,7 +93,7 @@ def section_dra(env, args, clusters):
         count = min(args.pods, capacity)
         if label == "whole":  # the lab's DeviceClasses, as the dra_driver role writes them
             sys.path.insert(0, str(ROOT / ".collections"))
-            from ansible_collections.gpushare.k8s.plugins.module_utils.dra import device_classes
+            from ansible_collections.gpushare.k8s.plugins.module_utils.dra.devices import device_classes
 
             classes = env.work / "dra-device-classes.json"
             classes.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": device_classes()}))

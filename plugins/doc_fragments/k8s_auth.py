@@ -5,7 +5,7 @@
 """Connection options the collection's Kubernetes modules add to kubernetes.core's.
 
 Modules extend C(kubernetes.core.k8s_auth_options) (kubernetes.core's 16 auth options, whose
-argument spec plugins/module_utils/k8s_auth.py imports) and this fragment, which documents
+argument spec plugins/module_utils/k8s/auth.py imports) and this fragment, which documents
 OWN_ARG_SPEC of that file.
 """
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import control_plane as _control_plane
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s import control_plane as _control_plane
 
 
 def stale_lease_errors(leases, components, now, fix, since=None):

@@ -2,18 +2,18 @@
 # Copyright: contributors to the gpushare.k8s collection
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""Filters of the DRA track, thin wrappers over module_utils/dra.py and dra_lab.py (one sidecar ``<filter>.yml`` each)."""
+"""Filters of the DRA track, thin wrappers over module_utils/dra/devices.py and lab/dra.py (one sidecar ``<filter>.yml`` each)."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpushare.k8s.plugins.filter.gpushare import node_gpu_resources
-from ansible_collections.gpushare.k8s.plugins.module_utils import dra as _dra
-from ansible_collections.gpushare.k8s.plugins.module_utils import dra_lab as _lab
-from ansible_collections.gpushare.k8s.plugins.module_utils.device_plugin import dump_yaml, plain
+from ansible_collections.gpushare.k8s.plugins.module_utils.dra import devices as _dra
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import dra as _lab
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia.device_plugin import dump_yaml, plain
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
-from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_names import GPU_RESOURCE
+from ansible_collections.gpushare.k8s.plugins.module_utils.names import GPU_RESOURCE
 
 
 def _filter_errors(func):

@@ -7,8 +7,8 @@
 from __future__ import annotations
 
 from ansible_collections.gpushare.k8s.plugins.filter.gpushare import _filter_errors
-from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_features as _features
-from ansible_collections.gpushare.k8s.plugins.module_utils import inventory as _inv
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import gpu_features as _features
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import inventory as _inv
 
 
 @_filter_errors

@@ -9,10 +9,10 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpushare.k8s.plugins.filter.gpushare import node_gpu_resources
-from ansible_collections.gpushare.k8s.plugins.module_utils import device_plugin as _dp
-from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_operator as _op
-from ansible_collections.gpushare.k8s.plugins.module_utils import operator_layouts as _layouts
-from ansible_collections.gpushare.k8s.plugins.module_utils import sharing_record as _record
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import device_plugin as _dp
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import gpu_operator as _op
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import operator_layouts as _layouts
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import sharing_record as _record
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
 
 # The collection's own refusals (bad input: the node model's, a config's, a MIG layout's; a layout mig-parted lacks).

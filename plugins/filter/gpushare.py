@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import device_plugin as _dp
-from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_features as _features
-from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_requests as _requests
-from ansible_collections.gpushare.k8s.plugins.module_utils import inventory as _inv
-from ansible_collections.gpushare.k8s.plugins.module_utils import mig as _mig
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import device_plugin as _dp
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import gpu_features as _features
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests import gpu_requests as _requests
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import inventory as _inv
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import mig as _mig
 
 
 def _filter_errors(func):

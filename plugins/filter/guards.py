@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import device_plugin as _dp
-from ansible_collections.gpushare.k8s.plugins.module_utils import guards as _guards
-from ansible_collections.gpushare.k8s.plugins.module_utils import inventory as _inv
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import device_plugin as _dp
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests import guards as _guards
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import inventory as _inv
 
 
 def _checked_names(configs):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import intents as _intents
-from ansible_collections.gpushare.k8s.plugins.module_utils.device_plugin import plain
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests import intents as _intents
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia.device_plugin import plain
 
 
 def intent_lab_pools(nodes, config_label=_intents.CONFIG_LABEL):

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import inventory as _inv
-from ansible_collections.gpushare.k8s.plugins.module_utils import kwok_cluster as _kwok
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import inventory as _inv
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import kwok_cluster as _kwok
 
 
 def _errors_as_filter_errors(func):

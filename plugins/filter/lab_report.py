@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import lab_report as _lab_report
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import report as _lab_report
 
 
 def lab_summary(nodes, pods=None, files=None, lab_root="", kubeconfig=None, context=None, node_names=None, labels=None):

@@ -7,9 +7,9 @@
 from __future__ import annotations
 
 from ansible_collections.gpushare.k8s.plugins.filter.gpushare import _filter_errors
-from ansible_collections.gpushare.k8s.plugins.module_utils import intent_placement as _intent_placement
-from ansible_collections.gpushare.k8s.plugins.module_utils import intents as _intents
-from ansible_collections.gpushare.k8s.plugins.module_utils import inventory as _inv
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import intent_placement as _intent_placement
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests import intents as _intents
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import inventory as _inv
 
 try:
     import yaml

@@ -2,13 +2,13 @@
 # Copyright: contributors to the gpushare.k8s collection
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""Node pools by label selector: thin wrappers over module_utils/node_pools.py."""
+"""Node pools by label selector: thin wrappers over module_utils/nvidia/node_pools.py."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import node_pools as _pools
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import node_pools as _pools
 
 
 def node_pools(pools, cluster_nodes, configs=None, named=None, field="gpushare_node_pools"):

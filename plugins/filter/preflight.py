@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import manifest_yaml as _manifest_yaml
-from ansible_collections.gpushare.k8s.plugins.module_utils import preflight as _preflight
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s import manifest_yaml as _manifest_yaml
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s import manifest_checks as _manifest_checks
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import preflight as _preflight
 
 
-def manifest_objects(text, max_values=_preflight.MAX_EXPANDED_VALUES):
+def manifest_objects(text, max_values=_manifest_checks.MAX_EXPANDED_VALUES):
     """The objects of a manifest, read safely; malformed YAML, unsafe tags, alias bombs and non-objects are errors."""
     try:
-        return _preflight.manifest_objects(text, max_values=max_values)
+        return _manifest_checks.manifest_objects(text, max_values=max_values)
     except _manifest_yaml.ManifestError as exc:
         raise AnsibleFilterError("manifest: %s" % exc) from None
 

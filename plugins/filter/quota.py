@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import quota_coverage as _coverage
-from ansible_collections.gpushare.k8s.plugins.module_utils.device_plugin import plain
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests import quota_coverage as _coverage
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia.device_plugin import plain
 
 
 def quota_resource_names(resources, inventory=None):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import rbac as _rbac
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import rbac as _rbac
 
 
 def rbac_objects(settings):

@@ -2,16 +2,16 @@
 # Copyright: contributors to the gpushare.k8s collection
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""The configure-only role's record of earlier values and its undo: thin wrappers over module_utils/sharing_record.py."""
+"""The configure-only role's record of earlier values and its undo: thin wrappers over module_utils/nvidia/sharing_record.py."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpushare.k8s.plugins.filter.gpu_operator import gpu_operator_expected
-from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_features as _features
-from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_operator as _op
-from ansible_collections.gpushare.k8s.plugins.module_utils import sharing_record as _record
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import gpu_features as _features
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import gpu_operator as _op
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import sharing_record as _record
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
 
 

@@ -91,8 +91,8 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.api_server import DEFAULT_FIX, api_server_errors
-from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import AUTH_ARG_SPEC, hide_kubeconfig_credentials
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.api_server import DEFAULT_FIX, api_server_errors
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.auth import AUTH_ARG_SPEC, hide_kubeconfig_credentials
 
 
 def argument_spec():

@@ -78,7 +78,7 @@ cmd:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.command_check import DEFAULT_TIMEOUT, run_check
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab.command_check import DEFAULT_TIMEOUT, run_check
 
 
 def main(module_class=AnsibleModule):

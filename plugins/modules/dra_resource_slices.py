@@ -201,14 +201,14 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import (
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.auth import (
     AUTH_ARG_SPEC,
     HAS_KUBERNETES,
     KUBERNETES_IMPORT_ERROR,
     build_api_client,
 )
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import GpushareError
-from ansible_collections.gpushare.k8s.plugins.module_utils.dra import (
+from ansible_collections.gpushare.k8s.plugins.module_utils.dra.devices import (
     DEFAULT_PARALLELISM,
     DRIVER,
     STATES,

@@ -109,7 +109,7 @@ removed:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
-from ansible_collections.gpushare.k8s.plugins.module_utils.lab_files import removal_targets, remove_paths, write_files
+from ansible_collections.gpushare.k8s.plugins.module_utils.files import removal_targets, remove_paths, write_files
 
 
 def main(module_class=AnsibleModule):

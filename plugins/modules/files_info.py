@@ -65,7 +65,7 @@ paths:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.lab_files import describe_paths
+from ansible_collections.gpushare.k8s.plugins.module_utils.files import describe_paths
 
 
 def main(module_class=AnsibleModule):

@@ -183,19 +183,19 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_operator as _op
-from ansible_collections.gpushare.k8s.plugins.module_utils import operator_wait as _wait
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import gpu_operator as _op
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import operator_wait as _wait
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import GpushareError
-from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_operator_standin import StandIn
-from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import (
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab.operator_standin import StandIn
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.auth import (
     AUTH_ARG_SPEC,
     HAS_KUBERNETES,
     KUBERNETES_IMPORT_ERROR,
     build_api_client,
     hide_kubeconfig_credentials,
 )
-from ansible_collections.gpushare.k8s.plugins.module_utils.node_status import CoreNodeApi
-from ansible_collections.gpushare.k8s.plugins.module_utils.operator_wait import OperandReader
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.nodes import CoreNodeApi
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia.operator_wait import OperandReader
 
 
 def argument_spec():

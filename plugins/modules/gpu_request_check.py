@@ -179,10 +179,10 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
 
 try:
-    from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_requests import find_offenders
-    from ansible_collections.gpushare.k8s.plugins.module_utils.manifest_yaml import MAX_INPUT_BYTES, ManifestError
-    from ansible_collections.gpushare.k8s.plugins.module_utils.preflight import manifest_fix
-    from ansible_collections.gpushare.k8s.plugins.module_utils.quantity import HAS_PARSER, PARSER_IMPORT_ERROR
+    from ansible_collections.gpushare.k8s.plugins.module_utils.requests.gpu_requests import find_offenders
+    from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.manifest_yaml import MAX_INPUT_BYTES, ManifestError
+    from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.manifest_checks import manifest_fix
+    from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.quantity import HAS_PARSER, PARSER_IMPORT_ERROR
 except ImportError:  # PyYAML missing on the managed host
     HAS_YAML = False
     YAML_IMPORT_ERROR = traceback.format_exc()

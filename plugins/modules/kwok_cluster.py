@@ -139,7 +139,7 @@ ports_in_use:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.kwok_cluster import DEFAULT_TIMEOUT, KwokctlError, ensure
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab.kwok_cluster import DEFAULT_TIMEOUT, KwokctlError, ensure
 
 
 def main(module_class=AnsibleModule):

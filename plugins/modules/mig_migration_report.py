@@ -186,18 +186,18 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.cluster_objects import ObjectLister
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.cluster_objects import ObjectLister
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import GpushareError
-from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_requests import WORKLOAD_KINDS
-from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import (
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests.gpu_requests import WORKLOAD_KINDS
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.auth import (
     AUTH_ARG_SPEC,
     HAS_KUBERNETES,
     KUBERNETES_IMPORT_ERROR,
     build_api_client,
     hide_kubeconfig_credentials,
 )
-from ansible_collections.gpushare.k8s.plugins.module_utils.manifest_yaml import MAX_INPUT_BYTES, ManifestError, load_documents
-from ansible_collections.gpushare.k8s.plugins.module_utils.mig_migration import migration_report, report_summary
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.manifest_yaml import MAX_INPUT_BYTES, ManifestError, load_documents
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests.mig_migration import migration_report, report_summary
 
 
 def argument_spec():

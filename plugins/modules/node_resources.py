@@ -244,19 +244,19 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import GpushareError
-from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import (
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.auth import (
     AUTH_ARG_SPEC,
     HAS_KUBERNETES,
     KUBERNETES_IMPORT_ERROR,
     build_api_client,
     hide_kubeconfig_credentials,
 )
-from ansible_collections.gpushare.k8s.plugins.module_utils.node_status import (
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.nodes import CoreNodeApi
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab.node_status import (
     DEFAULT_FIELDS,
     DEFAULT_PARALLELISM,
     FIELDS,
     STATES,
-    CoreNodeApi,
     NodeWriteError,
     apply_node_resources,
     check_parallelism,

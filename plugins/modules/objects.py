@@ -136,8 +136,8 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import hide_kubeconfig_credentials
-from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_objects import (
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.auth import hide_kubeconfig_credentials
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.objects import (
     OBJECTS_ARG_SPEC,
     OBJECTS_MUTUALLY_EXCLUSIVE,
     run_objects,

@@ -144,8 +144,8 @@ results:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import hide_kubeconfig_credentials
-from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_objects import (
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.auth import hide_kubeconfig_credentials
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.objects import (
     OBJECTS_INFO_ARG_SPEC,
     OBJECTS_INFO_MUTUALLY_EXCLUSIVE,
     OBJECTS_INFO_REQUIRED_ONE_OF,

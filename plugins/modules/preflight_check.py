@@ -186,8 +186,8 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import hide_kubeconfig_credentials
-from ansible_collections.gpushare.k8s.plugins.module_utils.lab_preflight import PREFLIGHT_ARG_SPEC, run_preflight
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.auth import hide_kubeconfig_credentials
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab.cluster_preflight import PREFLIGHT_ARG_SPEC, run_preflight
 
 
 def main(module_class=AnsibleModule):

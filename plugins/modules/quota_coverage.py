@@ -155,16 +155,16 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.cluster_objects import ObjectLister
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.cluster_objects import ObjectLister
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import GpushareError
-from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import (
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.auth import (
     AUTH_ARG_SPEC,
     HAS_KUBERNETES,
     KUBERNETES_IMPORT_ERROR,
     build_api_client,
     hide_kubeconfig_credentials,
 )
-from ansible_collections.gpushare.k8s.plugins.module_utils.quota_coverage import (
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests.quota_coverage import (
     advertised_by_nodes,
     coverage_message,
     quota_coverage,

@@ -179,7 +179,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import (
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.auth import (
     AUTH_ARG_SPEC,
     HAS_KUBERNETES,
     KUBERNETES_IMPORT_ERROR,
@@ -187,7 +187,7 @@ from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import (
     build_api_client,
     hide_kubeconfig_credentials,
 )
-from ansible_collections.gpushare.k8s.plugins.module_utils.sa_kubeconfig import (
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.sa_kubeconfig import (
     DEFAULT_EXPIRATION,
     PENDING_TOKEN,
     KubeconfigError,

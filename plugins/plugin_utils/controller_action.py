@@ -18,7 +18,7 @@ as any module does. The variable ``gpushare_in_controller: false`` runs it as a 
 The module runs with the environment its process would have had: the task's ``environment:`` (computed and
 templated by ansible-core's own ``ActionBase._compute_environment_string``, as for a module process) is put over
 ``os.environ`` while ``main()`` runs, so the ``K8S_AUTH_*`` variables, ``KUBECONFIG`` and the rest reach the
-module exactly as they reach kubernetes.core's modules (module_utils/k8s_auth.py reads them at the call).
+module exactly as they reach kubernetes.core's modules (module_utils/k8s/auth.py reads them at the call).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ all of it afterwards. Names are made unique: the table's node names, its config 
 its resource name (nvidia.com/gpu becomes nvidia.com/it-<id>, so no other guard on the
 cluster judges these Pods). Every case of the table is sent to the API server, which must
 admit it exactly when the table says the Pod reaches no time-sliced node (`reaches`, written
-by hand; tests/unit/plugins/module_utils/test_guards.py holds module_utils/guards.py to the
+by hand; tests/unit/plugins/module_utils/test_guards.py holds module_utils/requests/guards.py to the
 same table). Pods that must be admitted are created with dryRun=All: they pass every
 admission step and take no slot.
 

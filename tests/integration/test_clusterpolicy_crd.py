@@ -40,7 +40,7 @@ from conftest import REPO, subprocess_env
 from reliability import LAB_VARS, OwnCluster
 from ansible_collections.gpushare.k8s.plugins.filter.gpu_operator import gpu_operator_policy_patch
 from ansible_collections.gpushare.k8s.plugins.filter.sharing import sharing_record, sharing_record_seal, sharing_undo_plan
-from ansible_collections.gpushare.k8s.plugins.module_utils.sharing_record import RECORD_KEY
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia.sharing_record import RECORD_KEY
 
 pytestmark = pytest.mark.slow
 

@@ -26,7 +26,7 @@ DEV_DIRS = ("benchmarks/", "tests/integration/", "tests/sanity/", "tests/matrix/
             "docs/collection/", ".hypothesis/")
 SHIPPED = ("LICENSE", "README.md", "meta/runtime.yml", "meta/ee-requirements.txt", "meta/execution-environment.yml",
            "playbooks/cluster.yml", "playbooks/lab.yml", "inventory/group_vars/all/lab.yml",
-           "roles/lab_cluster/files/build-binaries.sh", "plugins/module_utils/quantity.py", "changelogs/changelog.yaml",
+           "roles/lab_cluster/files/build-binaries.sh", "plugins/module_utils/k8s/quantity.py", "changelogs/changelog.yaml",
            "CHANGELOG.rst")
 
 

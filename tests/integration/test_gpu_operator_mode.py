@@ -30,7 +30,8 @@ import pytest
 from kubernetes import client
 
 from conftest import built_tool, kubectl_of
-from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_operator_standin as standin, nvml_state
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import operator_standin as standin
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import nvml_state
 from reliability import LAB_VARS, Background, OwnCluster, output, playbook, recap, snapshot, tail, wait_until
 
 pytestmark = pytest.mark.slow

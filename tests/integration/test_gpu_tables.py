@@ -1,6 +1,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """NVIDIA's hardware tables regenerated: tools/gpu-tables built with Go (cached in the user's cache, as `make tables`
-builds it) writes plugins/module_utils/gpu_tables.py byte for byte. Its build says what it does: a line every few
+builds it) writes plugins/module_utils/hardware/tables.py byte for byte. Its build says what it does: a line every few
 seconds while Go compiles, the log's last lines when Go fails, nothing when the binary is cached. No cluster is needed.
 
 A cold build of the generator (go-nvml's cgo packages) takes a minute or two on 2 cores; warm, the test takes a second.
@@ -16,7 +16,7 @@ import warnings
 from conftest import REPO, subprocess_env
 
 BUILD = REPO / "tools" / "gpu-tables" / "build.sh"
-TABLES = REPO / "plugins" / "module_utils" / "gpu_tables.py"
+TABLES = REPO / "plugins" / "module_utils" / "hardware" / "tables.py"
 # go as build.sh calls it: `go env GOVERSION`, then `go build ... -o OUT .`, from tools/gpu-tables.
 FAKE_GO = """#!/bin/sh
 case "$1" in
@@ -54,7 +54,7 @@ def test_the_generator_writes_the_checked_in_tables_byte_for_byte(tmp_path):
     gen = subprocess.run([binary, "-o", str(out)], capture_output=True, text=True, timeout=60, check=False)
     assert gen.returncode == 0, gen.stderr
     assert out.read_bytes() == TABLES.read_bytes(), (
-        "plugins/module_utils/gpu_tables.py is not what tools/gpu-tables writes: run `make tables` and commit the result"
+        "plugins/module_utils/hardware/tables.py is not what tools/gpu-tables writes: run `make tables` and commit the result"
     )
     # Warm, the build is a lookup in the cache and prints nothing.
     again = build()

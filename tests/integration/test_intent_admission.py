@@ -7,7 +7,7 @@ tainted so that only this module's Pods land there, with a config label of its o
 shared cluster mistakes them for the lab's nodes). It installs the role's objects bound only to a namespace it creates,
 and removes all of it afterwards (one case installs the admission guard beside it, bound to the same namespace, and
 removes it). What admission must produce (resource names, node affinity), where the scheduler
-must put each Pod, and the refusal messages are written by hand below, never computed by module_utils/intents.py.
+must put each Pod, and the refusal messages are written by hand below, never computed by module_utils/requests/intents.py.
 
 The DRA column: three more Nodes (whole GPUs, shared GPUs, MIG; the module's taint, a DRA label of its own) with
 ResourceSlices as the DRA driver publishes them, and a second instance of the role over DRA pools only, bound to a
@@ -355,7 +355,7 @@ def test_the_guard_still_sees_the_rewritten_pod(lab, run_playbook, kubectl, tmp_
 # --- The DRA column: the same intents on DRA nodes -------------------------------------------------------------------
 #
 # Three kwok nodes of the module's own (tainted with its taint, labelled with a DRA label of its own), each with a
-# ResourceSlice pool as the DRA driver publishes it (module_utils/dra.py's node_slices: the scheduler is the real
+# ResourceSlice pool as the DRA driver publishes it (module_utils/dra/devices.py's node_slices: the scheduler is the real
 # allocator), and a second instance of the role (<name>-dra) with DRA pools only, bound to a namespace of its own.
 # The DeviceClasses are cluster-wide: created when absent, left as they were when present.
 
@@ -384,7 +384,7 @@ def raw(method, *args, **kwargs):
 def dra_lab(lab, core_v1, run_playbook, kubectl):
     from kubernetes.client.rest import ApiException
 
-    from ansible_collections.gpushare.k8s.plugins.module_utils import dra
+    from ansible_collections.gpushare.k8s.plugins.module_utils.dra import devices as dra
 
     resource = resource_api(core_v1)
     name = lab["name"] + "-dra"

@@ -10,7 +10,7 @@ gpushare.k8s.gpu_sharing`` with the README's inventory, from the installed colle
 ansible.cfg, no site-packages collections): it configures the pools, a re-run changes nothing, and
 ``gpushare_sharing_state: absent`` gives back what kubectl showed before the first run, byte for byte. These runs
 use the collection's in-controller action plugins and its calls into kubernetes.core's module_utils
-(module_utils/k8s_objects.py) on that ansible-core and kubernetes.core.
+(module_utils/k8s/objects.py) on that ansible-core and kubernetes.core.
 
 Marked ``matrix``: pytest.ini leaves it out of every other run (`make test` covers the default core with
 test_gpu_sharing.py, the same runs and more); `pytest -m matrix tests/integration/test_matrix_live.py` runs it alone.
@@ -145,7 +145,7 @@ def test_this_ansible_configures_re_runs_unchanged_and_undoes(installed, cluster
     RESULTS["rerun"] = recap(again)
     assert RESULTS["rerun"]["changed"] == 0, tail(again)
     # the controller path (ActionBase, its _compute_environment_string, kubernetes.core's module_utils through
-    # module_utils/k8s_objects.py) ran on this ansible-core: the modules ran in the controller, not as processes
+    # module_utils/k8s/objects.py) ran on this ansible-core: the modules ran in the controller, not as processes
     RESULTS["in_controller"] = sorted(set(IN_CONTROLLER.findall(again.stdout)))
     assert {"objects", "objects_info", "gpu_operator_wait", "node_resources"} <= set(RESULTS["in_controller"]), RESULTS["in_controller"]
 

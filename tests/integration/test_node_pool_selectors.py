@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 
 from conftest import REPO
-from ansible_collections.gpushare.k8s.plugins.module_utils.node_pools import selector_matches
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia.node_pools import selector_matches
 
 
 def _unit_cases():

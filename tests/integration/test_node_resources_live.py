@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import node_status
-from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import build_api_client
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s import nodes
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import node_status
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.auth import build_api_client
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = REPO / ".venv" / "bin"
@@ -39,7 +40,7 @@ def _status(core_v1, name=NODE):
 @pytest.fixture
 def race_keys(kubeconfig, core_v1):
     """The two resource names of the race tests, removed before and after."""
-    api = node_status.CoreNodeApi(build_api_client({"kubeconfig": kubeconfig}))
+    api = nodes.CoreNodeApi(build_api_client({"kubeconfig": kubeconfig}))
 
     def clean():
         node_status.apply_node_resources(api, list(RACE_KEYS), state="absent", names=[NODE])
@@ -62,7 +63,7 @@ def test_integration_target(run_playbook, kubeconfig):
     assert "failed=0" in proc.stdout
 
 
-class _RacingApi(node_status.CoreNodeApi):
+class _RacingApi(nodes.CoreNodeApi):
     """Holds each caller's first read until both have read the same resourceVersion."""
 
     def __init__(self, api_client, barrier):
@@ -151,7 +152,7 @@ def _labels(core_v1, name):
 
 def test_nodes_entries_label_and_advertise_in_one_call_and_refuse_missing_nodes(kubeconfig, core_v1):
     """`nodes`: per-node labels, resources and removals; every node read before the first write."""
-    api = node_status.CoreNodeApi(build_api_client({"kubeconfig": kubeconfig}))
+    api = nodes.CoreNodeApi(build_api_client({"kubeconfig": kubeconfig}))
     others = {name: {k: v for k, v in _labels(core_v1, name).items() if k != ENTRY_KEY} for name in ("lab-node-0", "lab-node-1")}
     entries = [
         {"name": "lab-node-0", "labels": {ENTRY_KEY: "a"}, "resources": {ENTRY_KEY: 3}},

@@ -3,7 +3,7 @@
 device-plugin stage). No cluster is needed.
 
 NVIDIA's unmodified nvidia-device-plugin (tools/nvidia: k8s-device-plugin v0.18.0) runs over our mock NVML
-(tools/nvml-mock) with a per-node state file written by plugins/module_utils/nvml_state.py from NVIDIA's hardware
+(tools/nvml-mock) with a per-node state file written by plugins/module_utils/hardware/nvml_state.py from NVIDIA's hardware
 tables, in a user and mount namespace of its own, registered with device-plugin-kubelet (tools/device-plugin-kubelet)
 in its ``--once`` mode: the kubelet program prints what each registered resource lists
 (``{"resources": {NAME: {"devices": N, "healthy": H}}}``), stops the plugin and exits. The argv and environment are
@@ -47,7 +47,13 @@ import pytest
 
 from conftest import REPO, built_tool, subprocess_env, text_table
 from test_nvidia_gfd import GFD_PROFILE_NAMES
-from ansible_collections.gpushare.k8s.plugins.module_utils import device_plugin, gpu_operator, gpu_operator_standin, gpu_products, inventory, mig, nvml_state
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import device_plugin
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import gpu_operator
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import operator_standin as gpu_operator_standin
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import products as gpu_products
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import inventory
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import mig
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import nvml_state
 
 BUILD_MOCK = REPO / "tools" / "nvml-mock" / "build.sh"
 BUILD_NVIDIA = REPO / "tools" / "nvidia" / "build.sh"

@@ -3,7 +3,7 @@
 
 NVIDIA's unmodified gpu-feature-discovery (tools/nvidia: k8s-device-plugin v0.18.0 built from a go.mod of ours) runs
 over our mock NVML (tools/nvml-mock: a C libnvidia-ml.so.1 found through LD_LIBRARY_PATH) with a per-node state file
-that plugins/module_utils/nvml_state.py writes from NVIDIA's hardware tables. For every product of the tables, under
+that plugins/module_utils/hardware/nvml_state.py writes from NVIDIA's hardware tables. For every product of the tables, under
 every kind of device-plugin config the collection writes (rendered by the collection's own code, as the ConfigMap
 holds it), GFD's ``nvidia.com/*`` labels must be the model's (``inventory.feature_labels``, what the
 gpu_feature_labels filter and role set), label for label and value for value. MIG nodes too: the inventory's MIG
@@ -29,7 +29,12 @@ import pytest
 import yaml
 
 from conftest import REPO, built_tool, subprocess_env, text_table
-from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_features, gpu_products, gpu_tables, inventory, mig, nvml_state
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import gpu_features
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import products as gpu_products
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import tables as gpu_tables
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import inventory
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import mig
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import nvml_state
 
 BUILD_MOCK = REPO / "tools" / "nvml-mock" / "build.sh"
 BUILD_NVIDIA = REPO / "tools" / "nvidia" / "build.sh"
@@ -106,7 +111,7 @@ CONFIG_TEXTS = inventory.render_configs(CONFIGS)
 NODE = "gfd-node"
 # MIG profiles GFD v0.18.0 names otherwise than the tables do: k8s-device-plugin v0.18.0 builds with go-nvlib v0.8.1,
 # whose profile name rounds the memory of a GPU instance up to eighths of the GPU (1/8 of 141 GB is 17.6, so an H200
-# 1g.18gb, a little over 1/8, becomes "1g.35gb"); go-nvlib v0.13.0, which wrote gpu_tables.py, names them as
+# 1g.18gb, a little over 1/8, becomes "1g.35gb"); go-nvlib v0.13.0, which wrote hardware/tables.py, names them as
 # nvidia-smi does. Every other label of these devices must still match: the test compares them under GFD's name.
 # (product, the tables' profile) -> GFD v0.18.0's profile.
 GFD_PROFILE_NAMES = {

@@ -3,7 +3,7 @@
 
 NVIDIA's unmodified nvidia-mig-parted v0.10.0 (tools/mig-parted) runs ``apply`` over our mock NVML (tools/nvml-mock),
 as the operator lab's MIG manager runs it: ``gpu_operator_standin.MigParted``, the same argv, namespace and files (a
-node state from plugins/module_utils/nvml_state.py with MIG off, its GPUs listed as sysfs lists them). mig-parted
+node state from plugins/module_utils/hardware/nvml_state.py with MIG off, its GPUs listed as sysfs lists them). mig-parted
 enables MIG, creates the GPU and compute instances through the mock, which places and refuses them by NVIDIA's
 hardware tables and writes each change back to the node's state file, read here afterwards.
 
@@ -35,7 +35,10 @@ import yaml
 
 from conftest import built_tool, text_table
 from test_nvidia_gfd import GFD_PROFILE_NAMES
-from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_operator_standin, gpu_products, mig, nvml_state
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import operator_standin as gpu_operator_standin
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import products as gpu_products
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import mig
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import nvml_state
 
 GPUS = 2
 WORKERS = 4

@@ -20,9 +20,9 @@ import uuid
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import k8s_objects
-from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_objects import LOCK_ANNOTATION, OBJECTS_ARG_SPEC, held, run_objects
-from ansible_collections.gpushare.k8s.plugins.module_utils.lab_manifests import MANIFESTS_ARG_SPEC, run_manifests
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s import objects as k8s_objects
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.objects import LOCK_ANNOTATION, OBJECTS_ARG_SPEC, held, run_objects
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab.manifests import MANIFESTS_ARG_SPEC, run_manifests
 
 NAMESPACE = "it-objects-race"
 

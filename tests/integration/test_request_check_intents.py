@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import intents as _intents
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests import intents as _intents
 from lab_helpers import unique, wait_for
 
 REPO = Path(__file__).resolve().parents[2]

@@ -31,8 +31,9 @@ import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_requests, manifest_yaml
-from ansible_collections.gpushare.k8s.plugins.module_utils.manifest_yaml import ManifestError
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests import gpu_requests
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s import manifest_yaml
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.manifest_yaml import ManifestError
 
 REFUSED = "refused"
 

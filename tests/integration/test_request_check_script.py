@@ -73,7 +73,7 @@ def test_role_installs_the_script_and_the_one_implementation(installed):
     mode = installed.script.stat().st_mode
     assert stat.S_IMODE(mode) == 0o755
     # The one implementation, embedded verbatim; the spec names no other file in bin/.
-    for name in ("quantity.py", "manifest_yaml.py", "gpu_requests.py", "check_request.py"):
+    for name in ("k8s/quantity.py", "k8s/manifest_yaml.py", "requests/gpu_requests.py", "requests/check_request.py"):
         assert (REPO / "plugins" / "module_utils" / name).read_text().rstrip("\n") in installed.script.read_text()
     assert sorted(p.name for p in (installed.root / "bin").iterdir()) == ["check-request.sh"]
     assert installed.script.read_text().startswith("#!/usr/bin/env bash\n")

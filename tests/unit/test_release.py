@@ -42,7 +42,8 @@ def test_the_license_galaxy_yml_declares_is_shipped_and_every_header_says_it():
     text = (REPO / "LICENSE").read_text()
     assert text.lstrip().startswith("GNU GENERAL PUBLIC LICENSE") and "Version 3, 29 June 2007" in text
     assert "or (at your option) any later version" in " ".join(text.split())
-    missing = [str(p.relative_to(REPO)) for p in runtime_python_files() if HEADER not in p.read_text()]
+    # an empty file (a package's __init__.py, which ansible-test's empty-init wants empty) holds nothing to license
+    missing = [str(p.relative_to(REPO)) for p in runtime_python_files() if p.read_text() and HEADER not in p.read_text()]
     assert not missing, "no GPL-3.0-or-later header: %s" % missing
 
 
@@ -78,7 +79,7 @@ def test_runtime_requirements_cover_every_third_party_import():
                 imported.update(alias.name.split(".")[0] for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 imported.add(node.module.split(".")[0])
-    own = {p.stem for p in REPO.glob("plugins/module_utils/*.py")}  # plain-module fallbacks of the standalone scripts
+    own = {p.stem for p in REPO.glob("plugins/module_utils/**/*.py")}  # plain-module fallbacks of the standalone scripts
     third_party = imported - STDLIB - own - {"ansible", "ansible_collections", "__future__"}
     assert third_party <= set(DISTRIBUTIONS), third_party - set(DISTRIBUTIONS)
     assert {DISTRIBUTIONS[name].lower() for name in third_party} == declared

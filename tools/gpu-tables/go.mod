@@ -1,4 +1,4 @@
-// The generator of plugins/module_utils/gpu_tables.py: NVIDIA's mock NVML, read through the NVML API.
+// The generator of plugins/module_utils/hardware/tables.py: NVIDIA's mock NVML, read through the NVML API.
 // Built by build.sh into the user's cache (make tables); not part of the collection's artifact.
 module gpushare.local/gpu-tables
 

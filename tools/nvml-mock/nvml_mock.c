@@ -7,8 +7,8 @@
  * and struct layouts as NVIDIA documents them); no NVIDIA header or source is included or copied. Only the types
  * and calls this library answers are declared below.
  *
- * The state file is named by GPUSHARE_NVML_STATE and written by plugins/module_utils/nvml_state.py from NVIDIA's
- * hardware tables (plugins/module_utils/gpu_tables.py). One "key value" per line; '#' starts a comment line;
+ * The state file is named by GPUSHARE_NVML_STATE and written by plugins/module_utils/hardware/nvml_state.py from NVIDIA's
+ * hardware tables (plugins/module_utils/hardware/tables.py). One "key value" per line; '#' starts a comment line;
  * the value is the rest of the line. Keys (see nvml_state.py for the whole format):
  *
  *   format 1
@@ -418,7 +418,7 @@ static nvmlReturn_t load_state(void)
     state.driver_version[0] = state.nvml_version[0] = '\0';
     if (!path || !*path) {
         fprintf(stderr, "nvml-mock: GPUSHARE_NVML_STATE is not set: name the node's state file "
-                        "(plugins/module_utils/nvml_state.py writes it)\n");
+                        "(plugins/module_utils/hardware/nvml_state.py writes it)\n");
         return NVML_ERROR_DRIVER_NOT_LOADED;
     }
     f = fopen(path, "r");

@@ -7,7 +7,7 @@
 Watches Nodes, the ConfigMaps and DaemonSets of the operator namespace and ClusterPolicies, and each node's config
 file (NVIDIA's config-manager repoints it); every event (and every ``--resync`` seconds, and after any watch or API
 error) triggers one reconcile pass of
-``plugins/module_utils/gpu_operator_standin.py``, which holds all the logic. It runs NVIDIA's
+``plugins/module_utils/lab/operator_standin.py``, which holds all the logic. It runs NVIDIA's
 gpu-feature-discovery (``--gfd``) and keeps NVIDIA's device plugin (``--device-plugin``, registered with
 ``--device-plugin-kubelet``) running over our mock NVML library (``--nvml-mock``, its directory) for each GPU
 node, with that node's files under ``--state-dir`` (the lab_cluster role gives the cluster's own
@@ -55,7 +55,7 @@ def _module_utils():
     package = types.ModuleType(PACKAGE)
     package.__path__ = [os.path.join(COLLECTION_ROOT, "plugins", "module_utils")]
     sys.modules[PACKAGE] = package
-    return importlib.import_module(PACKAGE + ".gpu_operator_standin"), importlib.import_module(PACKAGE + ".k8s_auth")
+    return importlib.import_module(PACKAGE + ".lab.operator_standin"), importlib.import_module(PACKAGE + ".k8s.auth")
 
 
 def _watch(name, list_call, trigger, stop, log):

@@ -1,7 +1,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """roles/lab_cluster/files/gpu_operator_standin.py looks for kubernetes.core beside an installed collection.
 
-module_utils/k8s_auth.py imports kubernetes.core's auth argument spec; the stand-in runs outside Ansible, so
+module_utils/k8s/auth.py imports kubernetes.core's auth argument spec; the stand-in runs outside Ansible, so
 its launcher puts the directory holding ``ansible_collections/`` on ``sys.path`` when the collection is
 installed (ansible-galaxy installs kubernetes.core into the same path).
 """
@@ -42,5 +42,5 @@ def test_an_installed_copy_puts_its_collections_path_on_sys_path(tmp_path, monke
         for name in [n for n in sys.modules if n.startswith("gpushare_launcher_test_module_utils")]:
             del sys.modules[name]
     assert str(tmp_path) in sys.path
-    assert auth.__file__ == str(root / "plugins" / "module_utils" / "k8s_auth.py")
+    assert auth.__file__ == str(root / "plugins" / "module_utils" / "k8s" / "auth.py")
     assert len(auth.AUTH_ARG_SPEC) == 17  # kubernetes.core's 16 and request_timeout

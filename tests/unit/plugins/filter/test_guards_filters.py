@@ -12,7 +12,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpushare.k8s.plugins.filter.guards import FilterModule
-from ansible_collections.gpushare.k8s.plugins.module_utils import guards as _guards
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests import guards as _guards
 
 FILTERS = FilterModule().filters()
 FILTER_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "plugins", "filter")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.dra import DraApiError
+from ansible_collections.gpushare.k8s.plugins.module_utils.dra.devices import DraApiError
 
 
 class FakeApi:

@@ -15,9 +15,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import k8s_auth
-from ansible_collections.gpushare.k8s.plugins.module_utils.cluster_objects import ObjectLister
-from ansible_collections.gpushare.k8s.plugins.module_utils.node_status import CoreNodeApi, NodeApiError, apply_node_resources
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s import auth as k8s_auth
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.cluster_objects import ObjectLister
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.nodes import CoreNodeApi, NodeApiError
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab.node_status import apply_node_resources
 
 NODE = {"metadata": {"name": "n", "resourceVersion": "1", "annotations": {"kwok.x-k8s.io/node": "fake"}},
         "status": {"capacity": {}, "allocatable": {}}}

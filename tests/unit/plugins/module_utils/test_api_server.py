@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""module_utils/api_server.py: the first check of a run, against real files and a real closed port (no mock client);
+"""module_utils/k8s/api_server.py: the first check of a run, against real files and a real closed port (no mock client);
 and the kubeconfig option's credentials kept out of output while its path is shown."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import yaml
 from ansible.module_utils.basic import AnsibleModule, remove_values
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import k8s_auth
-from ansible_collections.gpushare.k8s.plugins.module_utils.api_server import DEFAULT_FIX, api_server_errors, missing_kubeconfigs
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s import auth as k8s_auth
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.api_server import DEFAULT_FIX, api_server_errors, missing_kubeconfigs
 from ansible_collections.gpushare.k8s.plugins.modules import api_server_check
 
 FIX = "start it with `make cluster`, or set gpushare_kubeconfig"

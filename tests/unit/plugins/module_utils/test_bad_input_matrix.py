@@ -22,8 +22,8 @@ import yaml
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.device_plugin import ConfigError, validate_config
-from ansible_collections.gpushare.k8s.plugins.module_utils.mig import MigError, validate_layout
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia.device_plugin import ConfigError, validate_config
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware.mig import MigError, validate_layout
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..")
 LAB = yaml.safe_load(open(os.path.join(ROOT, "inventory", "group_vars", "all", "lab.yml"), encoding="utf-8"))

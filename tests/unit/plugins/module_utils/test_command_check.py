@@ -10,7 +10,7 @@ import inspect
 import os
 import time
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.command_check import run_check
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab.command_check import run_check
 
 
 def script(tmp_path, body, mode=0o755):

@@ -6,7 +6,7 @@ import datetime
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.control_plane import (
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.control_plane import (
     build_progress, format_duration, kwokctl_mismatches, kwokctl_ports, lease_errors, parse_time)
 
 NOW = datetime.datetime(2026, 12, 1, 8, 0, 0, tzinfo=datetime.timezone.utc)

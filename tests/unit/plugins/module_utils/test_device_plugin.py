@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.device_plugin import (
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia.device_plugin import (
     shared_names,
     ConfigError,
     advertised_resources,
@@ -599,7 +599,7 @@ def test_a_resources_own_rename_is_not_an_advertised_name():
 
 
 def test_sharing_block_is_the_one_reading_of_the_flags():
-    from ansible_collections.gpushare.k8s.plugins.module_utils import device_plugin as dp
+    from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import device_plugin as dp
 
     config = {"version": "v1", "sharing": {"mps": {"renameByDefault": True, "resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}}
     strategy, resources, block = dp.sharing_block(config)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import dra, dra_lab, mig
+from ansible_collections.gpushare.k8s.plugins.module_utils.dra import devices as dra
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import dra as dra_lab
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import mig
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
 
 A100 = "NVIDIA-A100-SXM4-80GB"

@@ -9,8 +9,9 @@ import itertools
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import dra, mig
-from ansible_collections.gpushare.k8s.plugins.module_utils.dra import DraApiError, DraError
+from ansible_collections.gpushare.k8s.plugins.module_utils.dra import devices as dra
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import mig
+from ansible_collections.gpushare.k8s.plugins.module_utils.dra.devices import DraApiError, DraError
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
 from dra_fake_api import FakeApi
 

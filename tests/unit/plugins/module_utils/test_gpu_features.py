@@ -9,8 +9,8 @@ import re
 import pytest
 
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
-from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_node import read_product
-from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_features import (
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware.node import read_product
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia.gpu_features import (
     MANAGED_LABELS,
     FeatureError,
     feature_labels,

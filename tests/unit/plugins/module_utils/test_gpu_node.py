@@ -10,9 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import dra, gpu_node, inventory, node_pools
+from ansible_collections.gpushare.k8s.plugins.module_utils.dra import devices as dra
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import node as gpu_node
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import inventory
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import node_pools
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
-from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_node import DEVICE_PLUGIN, DRA, NodeError, read_node, read_nodes
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware.node import DEVICE_PLUGIN, DRA, NodeError, read_node, read_nodes
 
 REPO = Path(__file__).resolve().parents[4]
 A100 = "NVIDIA-A100-SXM4-80GB"

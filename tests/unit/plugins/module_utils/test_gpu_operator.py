@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpushare.k8s.plugins.filter.gpushare import node_gpu_resources
-from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_operator as op
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import gpu_operator as op
 
 INVENTORY = yaml.safe_load((Path(__file__).resolve().parents[4] / "inventory" / "group_vars" / "all" / "lab.yml").read_text())
 NODES = INVENTORY["gpushare_nodes"]

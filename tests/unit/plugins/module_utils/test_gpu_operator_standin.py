@@ -13,8 +13,8 @@ import stat
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_operator_standin as standin
-from ansible_collections.gpushare.k8s.plugins.module_utils import nvml_state
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import operator_standin as standin
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import nvml_state
 
 
 def test_mig_parted_reason_is_its_own_error_messages():

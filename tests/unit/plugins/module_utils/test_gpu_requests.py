@@ -14,11 +14,14 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_names, gpu_requests
-from ansible_collections.gpushare.k8s.plugins.module_utils import check_request, manifest_yaml, quantity
-from ansible_collections.gpushare.k8s.plugins.module_utils.check_request import main
-from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_requests import find_offenders
-from ansible_collections.gpushare.k8s.plugins.module_utils.manifest_yaml import ManifestError, load_documents
+from ansible_collections.gpushare.k8s.plugins.module_utils import names as gpu_names
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests import gpu_requests
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests import check_request
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s import manifest_yaml
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s import quantity
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests.check_request import main
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests.gpu_requests import find_offenders
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.manifest_yaml import ManifestError, load_documents
 
 
 def container(name="main", limits=None, requests=None):

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import dra
-from ansible_collections.gpushare.k8s.plugins.module_utils.check_request import main
-from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_requests import ManifestError, check_claim_limits, find_offenders
+from ansible_collections.gpushare.k8s.plugins.module_utils.dra import devices as dra
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests.check_request import main
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests.gpu_requests import ManifestError, check_claim_limits, find_offenders
 
 SHARED = "shared.gpu.nvidia.com"
 LIMITS = {SHARED: {"memory": "20Gi"}}

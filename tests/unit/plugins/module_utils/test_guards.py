@@ -9,8 +9,8 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.device_plugin import ConfigError
-from ansible_collections.gpushare.k8s.plugins.module_utils.guards import (
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia.device_plugin import ConfigError
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests.guards import (
     config_label_errors,
     guard_manifest,
     guard_objects,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.intent_placement import intent_pods, placement_report
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab.intent_placement import intent_pods, placement_report
 
 NODES = [
     {"name": "n-whole", "gpus": 2, "config": "default"},

@@ -1,10 +1,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The intent vocabulary's params and objects (module_utils/intents.py); expectations written by hand."""
+"""The intent vocabulary's params and objects (module_utils/requests/intents.py); expectations written by hand."""
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import intents
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests import intents
 
 LABEL = "nvidia.com/device-plugin.config"
 CONFIGS = {

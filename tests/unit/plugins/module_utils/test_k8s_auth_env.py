@@ -20,7 +20,7 @@ import pytest
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_MAP
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client as core_client
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import k8s_auth
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s import auth as k8s_auth
 
 CASES = [
     ({}, {"K8S_AUTH_KUBECONFIG": "/env/kc", "K8S_AUTH_CONTEXT": "env"}),

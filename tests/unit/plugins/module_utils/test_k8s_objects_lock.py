@@ -13,8 +13,8 @@ import json
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import k8s_objects
-from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_objects import LOCK_ANNOTATION, LOCK_SKEW, LockError, held
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s import objects as k8s_objects
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.objects import LOCK_ANNOTATION, LOCK_SKEW, LockError, held
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 LOCK = dict(kind="ResourceQuota", api_version="v1", name="gpu-quota", namespace="team-a", seconds=60)

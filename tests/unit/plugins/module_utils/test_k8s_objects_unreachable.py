@@ -11,8 +11,8 @@ import socket
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_auth import AUTH_ARG_SPEC
-from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_objects import OBJECTS_ARG_SPEC, run_objects, run_objects_info
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.auth import AUTH_ARG_SPEC
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.objects import OBJECTS_ARG_SPEC, run_objects, run_objects_info
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def test_a_refused_connection_after_discovery_gives_its_reason_as_text():
     """kubernetes.core wraps urllib3's MaxRetryError, whose reason is the connection error itself (an exception)."""
     import urllib3
 
-    from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_objects import _failure
+    from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.objects import _failure
 
     refused = urllib3.exceptions.NewConnectionError(None, "Failed to establish a new connection: [Errno 111] Connection refused")
     wrapped = RuntimeError("Failed to patch object")
@@ -62,7 +62,7 @@ def test_a_refused_connection_after_discovery_gives_its_reason_as_text():
 
 
 def test_a_lock_on_an_unreachable_api_server_fails_with_a_message_and_applies_nothing(closed_port_kubeconfig):
-    from ansible_collections.gpushare.k8s.plugins.module_utils.lab_manifests import MANIFESTS_ARG_SPEC, run_manifests
+    from ansible_collections.gpushare.k8s.plugins.module_utils.lab.manifests import MANIFESTS_ARG_SPEC, run_manifests
 
     definition = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "x"}}
     lock = dict(kind="ResourceQuota", api_version="v1", name="gpu-quota", namespace="team-a", seconds=60)
@@ -76,7 +76,7 @@ def test_a_lock_on_an_unreachable_api_server_fails_with_a_message_and_applies_no
 
 @pytest.mark.parametrize("seconds", [0, -5, True, "60"])
 def test_a_lock_that_lasts_no_time_is_refused_before_any_call(seconds):
-    from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_objects import LockError, held
+    from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.objects import LockError, held
 
     with pytest.raises(LockError, match=r"^lock\.seconds: .* Fix: give a whole number of at least 1"):
         with held({}, dict(kind="ResourceQuota", name="q", namespace="n", seconds=seconds)):

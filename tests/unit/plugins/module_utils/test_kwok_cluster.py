@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import kwok_cluster
-from ansible_collections.gpushare.k8s.plugins.module_utils.kwok_cluster import KwokctlError, check_loopback, ensure, ports_in_use
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import kwok_cluster
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab.kwok_cluster import KwokctlError, check_loopback, ensure, ports_in_use
 
 TABLE = "NAME                      STATUS\netcd                      Ready\nkube-apiserver            %s\n"
 MISSING = '{"level":"WARN","msg":"Cluster does not exist","cluster":"lab"}'

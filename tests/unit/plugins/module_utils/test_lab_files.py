@@ -12,8 +12,8 @@ import stat
 import pytest
 
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
-from ansible_collections.gpushare.k8s.plugins.module_utils.lab_files import describe_paths, write_files
-from ansible_collections.gpushare.k8s.plugins.module_utils.lab_manifests import run_manifests
+from ansible_collections.gpushare.k8s.plugins.module_utils.files import describe_paths, write_files
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab.manifests import run_manifests
 
 
 def mode_of(path):
@@ -118,7 +118,7 @@ def test_manifests_apply_false_without_a_path_is_refused(tmp_path):
 
 
 def test_remove_paths_removes_files_links_and_directories_once_and_check_mode_removes_nothing(tmp_path):
-    from ansible_collections.gpushare.k8s.plugins.module_utils.lab_files import remove_paths
+    from ansible_collections.gpushare.k8s.plugins.module_utils.files import remove_paths
 
     (tmp_path / "dir" / "sub").mkdir(parents=True)
     (tmp_path / "dir" / "sub" / "f").write_text("x")
@@ -136,7 +136,7 @@ def test_remove_paths_removes_files_links_and_directories_once_and_check_mode_re
 
 @pytest.mark.parametrize("path", ["", "/"])
 def test_remove_paths_refuses_an_empty_path_or_the_root_before_removing_anything(tmp_path, path):
-    from ansible_collections.gpushare.k8s.plugins.module_utils.lab_files import remove_paths
+    from ansible_collections.gpushare.k8s.plugins.module_utils.files import remove_paths
 
     (tmp_path / "file").write_text("y")
     with pytest.raises(InputError, match=r"absent\[1\]"):

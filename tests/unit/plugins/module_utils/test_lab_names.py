@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
-from ansible_collections.gpushare.k8s.plugins.module_utils.inventory import (
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab.inventory import (
     check_name, check_names, configmap_object, lab_name_errors, manifest_text, namespace_changes, pod_objects, quota_object,
     render_configs)
 

@@ -2,7 +2,7 @@
 # Copyright: contributors to the gpushare.k8s collection
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""The lab's preflight rules (module_utils/lab_preflight.py) on the lab's own inventory and on broken copies of it."""
+"""The lab's preflight rules (module_utils/lab/cluster_preflight.py) on the lab's own inventory and on broken copies of it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.lab_preflight import (
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab.cluster_preflight import (
     PREFLIGHT_ARG_SPEC,
     cluster_errors,
     input_errors,

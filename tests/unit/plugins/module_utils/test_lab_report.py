@@ -1,9 +1,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""module_utils/lab_report.py: the lab's summary is short lines, one per node and per Pod, the files by folder, the
+"""module_utils/lab/report.py: the lab's summary is short lines, one per node and per Pod, the files by folder, the
 export line."""
 from __future__ import annotations
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.lab_report import lab_summary
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab.report import lab_summary
 
 PRODUCT = "NVIDIA-A100-SXM4-80GB"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.mig import (
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware.mig import (
     MigError,
     canonical_product,
     max_instances,
@@ -207,7 +207,8 @@ def test_mig_errors(call, path, message):
 def test_one_reading_of_a_nodes_mig_block_for_the_lab_and_the_operator(mig, node_gpus, path, problem):
     """The advertised resources (inventory.mig_spec) and the operator's mig-parted layout (gpu_operator.node_layout)
     read a node's mig block through mig.node_mig: the same input fails the same way on both paths."""
-    from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_operator, inventory
+    from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import gpu_operator
+    from ansible_collections.gpushare.k8s.plugins.module_utils.lab import inventory
 
     errors = []
     for read in (lambda: inventory.mig_spec(mig, "n.mig", node_gpus=node_gpus),
@@ -219,7 +220,7 @@ def test_one_reading_of_a_nodes_mig_block_for_the_lab_and_the_operator(mig, node
 
 
 def test_a_nodes_mig_block_defaults_to_every_gpu_and_the_full_layout():
-    from ansible_collections.gpushare.k8s.plugins.module_utils.mig import node_mig
+    from ansible_collections.gpushare.k8s.plugins.module_utils.hardware.mig import node_mig
 
     assert node_mig({"product": "A30-24GB", "profile": "1g.6gb"}, "n.mig", 2) == {
         "product": "A30-24GB", "profile": "1g.6gb", "gpus": 2, "count": 4}

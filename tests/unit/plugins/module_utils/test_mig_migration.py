@@ -9,8 +9,8 @@ from decimal import Decimal
 import pytest
 import yaml
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.manifest_yaml import ManifestError
-from ansible_collections.gpushare.k8s.plugins.module_utils.mig_migration import (
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.manifest_yaml import ManifestError
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests.mig_migration import (
     MigrationError,
     apply_change,
     gpu_workloads,
@@ -175,7 +175,7 @@ def test_no_matching_node_reason():
 
 
 def test_manifest_text_via_gpu_requests_loader():
-    from ansible_collections.gpushare.k8s.plugins.module_utils.manifest_yaml import load_documents
+    from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.manifest_yaml import load_documents
 
     text = yaml.safe_dump_all([deployment("pinned", nodeSelector={HOST: "lab-node-2"}), deployment("free")])
     assert [row["name"] for row in report(load_documents(text))["workloads"]] == ["pinned"]

@@ -12,9 +12,15 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import device_plugin, dra, gpu_features, gpu_operator, mig, node_status
-from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_node, quota_coverage
-from ansible_collections.gpushare.k8s.plugins.module_utils.inventory import check_config_name
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import device_plugin
+from ansible_collections.gpushare.k8s.plugins.module_utils.dra import devices as dra
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import gpu_features
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import gpu_operator
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import mig
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import node_status
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import node as gpu_node
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests import quota_coverage
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab.inventory import check_config_name
 
 
 def refused(call, error=ValueError):

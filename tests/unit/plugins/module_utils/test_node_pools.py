@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.node_pools import (
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia.node_pools import (
     PoolError, node_gpus, resolve_pools, selector_matches, validate_pools, validate_selector)
 
 INFERENCE = {"pool": "inference", "zone": "a"}

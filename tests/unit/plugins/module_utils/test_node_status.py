@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for module_utils/node_status.py: planning, validation, executor."""
+"""Unit tests for module_utils/lab/node_status.py: planning, validation, executor."""
 
 from __future__ import annotations
 
@@ -12,10 +12,9 @@ from decimal import Decimal
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import node_status as ns
-from ansible_collections.gpushare.k8s.plugins.module_utils.node_status import (
-    CoreNodeApi,
-    NodeApiError,
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import node_status as ns
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.nodes import CoreNodeApi, NodeApiError
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab.node_status import (
     NodeResourcesError,
     NodeWriteError,
     RetryPolicy,
@@ -760,7 +759,7 @@ def test_patch_sends_a_json_merge_patch_to_the_status_subresource(wire):
 
 def test_a_route_sends_json_with_the_bearer_token_and_raises_the_api_servers_refusal(wire):
     """cluster_objects.Route, the REST call under CoreNodeApi: no typed API class (their models cost 1.3 s to import)."""
-    from ansible_collections.gpushare.k8s.plugins.module_utils.cluster_objects import ApiCallError, Route, call_json
+    from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.cluster_objects import ApiCallError, Route, call_json
 
     api, sent, replies = wire
     api._api_client.configuration.api_key = {"BearerToken": "Bearer t0ken"}
@@ -782,7 +781,7 @@ def test_a_route_sends_json_with_the_bearer_token_and_raises_the_api_servers_ref
     (("resource.k8s.io/v1", "resourceslices", None, "a/b"), "/apis/resource.k8s.io/v1/resourceslices/a%2Fb"),
 ])
 def test_api_path_spells_core_and_group_paths_as_the_api_server_serves_them(args, path):
-    from ansible_collections.gpushare.k8s.plugins.module_utils.cluster_objects import api_path
+    from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.cluster_objects import api_path
 
     assert api_path(*args) == path
 

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_products, gpu_tables, nvml_state
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import products as gpu_products
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import tables as gpu_tables
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import nvml_state
 from ansible_collections.gpushare.k8s.plugins.module_utils.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[4]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.k8s_objects import (
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.objects import (
     OBJECTS_INFO_ARG_SPEC,
     OBJECTS_INFO_MUTUALLY_EXCLUSIVE,
     OBJECTS_INFO_REQUIRED_ONE_OF,

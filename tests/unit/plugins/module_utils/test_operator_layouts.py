@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from ansible_collections.gpushare.k8s.plugins.filter.gpu_operator import gpu_operator_mig_parted_source
-from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_operator as op
-from ansible_collections.gpushare.k8s.plugins.module_utils import operator_layouts as layouts
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import gpu_operator as op
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import operator_layouts as layouts
 
 STOCK = (Path(__file__).resolve().parents[3] / "stock-mig-parted-config.yml").read_text()
 A100_80 = "NVIDIA-A100-SXM4-80GB"

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to the gpushare.k8s collection
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The wait for the GPU Operator (module_utils/operator_wait.py): the versions read from the operand images, the
+"""The wait for the GPU Operator (module_utils/nvidia/operator_wait.py): the versions read from the operand images, the
 operator's signals of completion, the verdict once a node has settled, the MIG manager's failure, the messages.
 
 The cluster is a list of reads here (a fake clock moves only when the wait sleeps); the live runs are in
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import gpu_operator as op
-from ansible_collections.gpushare.k8s.plugins.module_utils import operator_wait as w
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import gpu_operator as op
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import operator_wait as w
 
 REPO = Path(__file__).resolve().parents[4]
 INVENTORY = yaml.safe_load((REPO / "inventory" / "group_vars" / "all" / "lab.yml").read_text())

@@ -8,10 +8,9 @@ import time
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.manifest_yaml import ManifestError
-from ansible_collections.gpushare.k8s.plugins.module_utils.preflight import (
-    manifest_fix,
-    manifest_objects,
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.manifest_yaml import ManifestError
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.manifest_checks import manifest_fix, manifest_objects
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab.preflight import (
     missing_node_errors,
     quota_shrink_errors,
     team_fill_errors,

@@ -13,7 +13,8 @@ from decimal import Decimal
 import pytest
 from kubernetes.utils import parse_quantity as client_parse_quantity
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import check_request, quantity
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests import check_request
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s import quantity
 
 
 def test_the_value_comes_from_the_kubernetes_client_s_parser(monkeypatch):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.quota_coverage import (
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests.quota_coverage import (
     CoverageError,
     advertised_by_nodes,
     coverage_message,

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to the gpushare.k8s collection
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""module_utils/rbac.py: the lab's RBAC built as data; no inventory value can add or change an object."""
+"""module_utils/lab/rbac.py: the lab's RBAC built as data; no inventory value can add or change an object."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import rbac
+from ansible_collections.gpushare.k8s.plugins.module_utils.lab import rbac
 
 # What was reproduced with the YAML template: a namespace value that closes its document and adds a
 # ClusterRoleBinding of the lab's ServiceAccount to cluster-admin.

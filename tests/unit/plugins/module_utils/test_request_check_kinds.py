@@ -17,9 +17,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.check_request import main
-from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_requests import check_manifest, container_requests, find_offenders
-from ansible_collections.gpushare.k8s.plugins.module_utils.manifest_yaml import ManifestError
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests.check_request import main
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests.gpu_requests import check_manifest, container_requests, find_offenders
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.manifest_yaml import ManifestError
 
 # What each intent becomes on the lab's cluster (the map the intent policies carry, intents.params_data), written out.
 INTENTS = {

@@ -22,10 +22,13 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import check_request, gpu_requests, manifest_yaml, quantity
-from ansible_collections.gpushare.k8s.plugins.module_utils.check_request import main
-from ansible_collections.gpushare.k8s.plugins.module_utils.gpu_requests import check_manifest, find_offenders
-from ansible_collections.gpushare.k8s.plugins.module_utils.manifest_yaml import ManifestError
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests import check_request
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests import gpu_requests
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s import manifest_yaml
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s import quantity
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests.check_request import main
+from ansible_collections.gpushare.k8s.plugins.module_utils.requests.gpu_requests import check_manifest, find_offenders
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.manifest_yaml import ManifestError
 
 INTENTS = {"intents": "whole", "summary": "pools: default gives whole as nvidia.com/gpu",
            "intent.whole.form": "resource", "intent.whole.resource": "nvidia.com/gpu", "intent.whole.max": ""}

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import k8s_auth
-from ansible_collections.gpushare.k8s.plugins.module_utils.cluster_objects import ClusterReadError, ObjectLister
-from ansible_collections.gpushare.k8s.plugins.module_utils.node_status import CoreNodeApi, NodeApiError
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s import auth as k8s_auth
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.cluster_objects import ClusterReadError, ObjectLister
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.nodes import CoreNodeApi, NodeApiError
 
 TIMEOUT = 0.5
 

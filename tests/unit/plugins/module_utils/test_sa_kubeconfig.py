@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to the gpushare.k8s collection
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""module_utils/sa_kubeconfig.py: tokens (requested or from a Secret), private kubeconfigs, redaction, ownership."""
+"""module_utils/k8s/sa_kubeconfig.py: tokens (requested or from a Secret), private kubeconfigs, redaction, ownership."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import time
 import pytest
 import yaml
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import sa_kubeconfig as skc
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s import sa_kubeconfig as skc
 
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.payload-of-a-test-token.signature"
 SA_USER = "system:serviceaccount:gpushare-system:gpushare-lab"

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import sharing_record as sr
+from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import sharing_record as sr
 
 PATCH = {"spec": {"devicePlugin": {"config": {"name": "device-plugin-configs", "default": "default"}}, "mig": {"strategy": "mixed"},
                   "migManager": {"config": {"name": "gpushare-mig-parted-config", "default": "all-disabled"}}}}

@@ -11,7 +11,7 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.cluster_objects import ClusterReadError
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.cluster_objects import ClusterReadError
 from ansible_collections.gpushare.k8s.plugins.modules import mig_migration_report, quota_coverage
 
 GPU = "nvidia.com/gpu"

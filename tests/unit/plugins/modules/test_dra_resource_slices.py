@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.dra import DraApiError
+from ansible_collections.gpushare.k8s.plugins.module_utils.dra.devices import DraApiError
 from ansible_collections.gpushare.k8s.plugins.modules import dra_resource_slices
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))

@@ -1,7 +1,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Module-level tests for gpushare.k8s.node_resources, with a fake Node API.
 
-Also covers module_utils/k8s_auth.py, which turns the module's auth options
+Also covers module_utils/k8s/auth.py, which turns the module's auth options
 into a kubernetes client configuration.
 """
 
@@ -14,8 +14,8 @@ import pytest
 import yaml
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpushare.k8s.plugins.module_utils import k8s_auth
-from ansible_collections.gpushare.k8s.plugins.module_utils.node_status import NodeApiError
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s import auth as k8s_auth
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s.nodes import NodeApiError
 from ansible_collections.gpushare.k8s.plugins.modules import node_resources
 
 GPU = "example.com/gpu"
@@ -333,7 +333,7 @@ def test_every_module_with_auth_options_extends_both_fragments_and_the_action_gr
 
 
 # --------------------------------------------------------------------------
-# module_utils/k8s_auth.py
+# module_utils/k8s/auth.py
 # --------------------------------------------------------------------------
 
 

@@ -7,7 +7,7 @@
 ansible-core starts a module process with the task's environment over the controller's (the shell prefix
 ``ActionBase._compute_environment_string`` builds); kubernetes.core's modules read ``K8S_AUTH_*`` there, after
 their own options (module_utils/k8s/client.py ``_create_auth_spec``). The action plugins compute the same mapping
-with that same method and run the module with it over ``os.environ``; module_utils/k8s_auth.py reads it at the
+with that same method and run the module with it over ``os.environ``; module_utils/k8s/auth.py reads it at the
 call. The live side-by-side test is tests/integration/test_task_environment_auth.py.
 """
 
@@ -27,7 +27,7 @@ from ansible.plugins.loader import connection_loader
 from ansible.template import Templar, trust_as_template
 
 from ansible_collections.gpushare.k8s.plugins.action.objects_info import ActionModule
-from ansible_collections.gpushare.k8s.plugins.module_utils import k8s_auth
+from ansible_collections.gpushare.k8s.plugins.module_utils.k8s import auth as k8s_auth
 from ansible_collections.gpushare.k8s.plugins.plugin_utils.controller_action import (
     import_module_file,
     process_environment,

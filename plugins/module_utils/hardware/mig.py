@@ -1,0 +1,216 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to the gpushare.k8s collection
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""MIG geometry: which profiles a GPU product offers, how many instances fit, what a node advertises.
+
+Every product, profile, instance count, memory size and placement is NVIDIA's, read from the hardware
+tables (:mod:`gpu_products` over :mod:`gpu_tables`, generated from go-nvml's mock NVML). Pure Python.
+"""
+
+from __future__ import annotations
+
+import re
+
+from . import products as _products
+from ..errors import InputError, is_int as _is_int
+
+
+__all__ = [
+    "NODE_MIG_KEYS",
+    "MigError",
+    "canonical_product",
+    "max_instances",
+    "node_mig",
+    "mig_resources",
+    "partition_geometry",
+    "products",
+    "profiles",
+    "resource_name",
+    "validate_layout",
+]
+
+RESOURCE_PREFIX = "nvidia.com/mig-"
+PRODUCT_PREFIX = _products.PREFIX
+
+_PROFILE_RE = re.compile(r"^[1-9][0-9]*g\.[1-9][0-9]*gb(\+me)?$")
+
+
+class MigError(InputError):
+    """An invalid MIG product, profile or count. ``str(error)`` is ``"<path>: <problem>. Fix: <fix>"``."""
+
+
+def _path(where, field):
+    return "%s.%s" % (where, field) if where else field
+
+
+def _show(value):
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return repr(value if len(value) <= 60 else value[:57] + "...")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, (int, float)) else type(value).__name__
+
+
+def products():
+    """The products with MIG profiles (canonical names, without the ``NVIDIA-`` prefix)."""
+    return _products.mig_products()
+
+
+def canonical_product(product, where=None):
+    """``NVIDIA-A100-SXM4-80GB`` -> ``A100-SXM4-80GB``; accepts the aliases of :mod:`gpu_products`. Raises :class:`MigError`."""
+    fix = "use one of %s (the NVIDIA- prefix of the gpu.product label is optional)" % ", ".join(products())
+    if not isinstance(product, str) or not product:
+        raise MigError(_path(where, "product"), "must be a GPU product name, got %s" % _show(product), fix)
+    name = _products.canonical(product)
+    if name not in products():
+        raise MigError(_path(where, "product"), "no MIG geometry known for product %s" % _show(product), fix)
+    return name
+
+
+def _mig_profiles(product):
+    """The tables' MIG profiles of a canonical product an inventory may lay out, smallest first.
+
+    Media-extension profiles (``+me``, one instance per GPU) stay in the tables only: they take the GPU's one
+    set of JPEG and OFA engines, which neither the layouts nor the DRA counters of this model hold yet.
+    """
+    return tuple(p for p in _products.mig_profiles(product) if "+" not in p["name"])
+
+
+def _geometry(product):
+    """``((profile, max instances, memory MiB), ...)`` of a canonical product, smallest profile first."""
+    return tuple((p["name"], p["instances"], p["memory_mib"]) for p in _mig_profiles(product))
+
+
+def _table(product, where):
+    return _geometry(canonical_product(product, where))
+
+
+def _profile_list(product):
+    return ", ".join("%s x%d" % (name, count) for name, count, _memory in _geometry(product))
+
+
+def resource_name(profile, where=None):
+    """The extended resource a mixed-strategy node advertises for ``profile``: ``nvidia.com/mig-<profile>`` (``+me`` -> ``.me``)."""
+    if not isinstance(profile, str) or not _PROFILE_RE.fullmatch(profile):
+        raise MigError(
+            _path(where, "profile"),
+            "%s is not a MIG profile name" % _show(profile),
+            "write a profile as <slices>g.<memory>gb, e.g. 1g.10gb (optionally with +me)",
+        )
+    return RESOURCE_PREFIX + profile.replace("+me", ".me")
+
+
+def profiles(product):
+    """``{profile: {"max": n, "memory_mib": MiB, "resource": name}}`` for ``product``, smallest profile first."""
+    return {name: {"max": count, "memory_mib": memory, "resource": resource_name(name)} for name, count, memory in _table(product, None)}
+
+
+def max_instances(product, profile, where=None):
+    """How many ``profile`` instances fit on one GPU of ``product``. Raises :class:`MigError`."""
+    canonical = canonical_product(product, where)
+    for name, count, _memory in _geometry(canonical):
+        if name == profile:
+            return count
+    raise MigError(
+        _path(where, "profile"),
+        "%s is not a MIG profile of %s" % (_show(profile), canonical),
+        "use one of the %s profiles (max instances per GPU): %s" % (canonical, _profile_list(canonical)),
+    )
+
+
+def validate_layout(product, profile, count, where=None):
+    """Check that ``count`` instances of ``profile`` fit on one GPU of ``product``; return ``count``."""
+    most = max_instances(product, profile, where)
+    canonical = canonical_product(product, where)
+    if not _is_int(count):
+        raise MigError(_path(where, "count"), "must be an integer number of instances per GPU, got %s" % _show(count), "use a whole number from 1 to %d" % most)
+    if count < 1:
+        raise MigError(_path(where, "count"), "must be at least 1, got %d" % count, "use a whole number from 1 to %d" % most)
+    if count > most:
+        raise MigError(
+            _path(where, "count"),
+            "%d instances of %s do not fit: one %s holds at most %d" % (count, profile, canonical, most),
+            "use 1 to %d per GPU, or another profile (%s)" % (most, _profile_list(canonical)),
+        )
+    return count
+
+
+# A node's ``mig`` block: the product, the profile, how many of its GPUs (default all) and instances per GPU (default
+# the full layout).
+NODE_MIG_KEYS = ("product", "profile", "gpus", "count")
+
+
+def node_mig(mig, where, node_gpus=None):
+    """A node's ``mig`` block (:data:`NODE_MIG_KEYS`) read once, for every use: the lab's advertised resources, the
+    operator's mig-parted layout and the node pools resolved to nodes. Returns ``{"product", "profile", "gpus",
+    "count"}``: ``gpus`` (default ``node_gpus``) from 1 to the node's GPUs, ``count`` the instances per GPU (default the
+    product's full layout). Raises :class:`MigError` naming the field (``where`` is the block's path)."""
+    if not isinstance(mig, dict):
+        raise MigError(where, "must be a mapping with product, profile and gpus", "write e.g. {product: NVIDIA-A100-SXM4-80GB, profile: 1g.10gb, gpus: 1}")
+    for key in mig:
+        if key not in NODE_MIG_KEYS:
+            raise MigError(_path(where, key), "unknown key", "use only %s" % ", ".join(NODE_MIG_KEYS))
+    for key in ("product", "profile"):
+        if key not in mig:
+            raise MigError(_path(where, key), "missing", "add the GPU %s, e.g. %s" % (key, "NVIDIA-A100-SXM4-80GB" if key == "product" else "1g.10gb"))
+    gpus = mig.get("gpus", node_gpus)
+    if gpus is None:
+        raise MigError(_path(where, "gpus"), "missing", "add the number of MIG-partitioned GPUs, e.g. gpus: 1")
+    if node_gpus is not None and _is_int(gpus) and gpus > node_gpus:
+        raise MigError(
+            _path(where, "gpus"),
+            "%d MIG GPUs but the node has only %d physical GPU%s" % (gpus, node_gpus, "" if node_gpus == 1 else "s"),
+            "use at most %d" % node_gpus,
+        )
+    most = max_instances(mig["product"], mig["profile"], where)
+    count = most if mig.get("count") is None else validate_layout(mig["product"], mig["profile"], mig["count"], where)
+    if not _is_int(gpus) or gpus < 1:
+        raise MigError(_path(where, "gpus"), "must be a whole number of 1 or more MIG-partitioned GPUs, got %s" % _show(gpus),
+                       "give how many of the node's GPUs to partition, e.g. gpus: 1, or remove the mig block")
+    return {"product": mig["product"], "profile": mig["profile"], "gpus": gpus, "count": count}
+
+
+def mig_resources(product, profile, gpus, count_per_gpu=None, where=None):
+    """``{"nvidia.com/mig-<profile>": gpus * count}`` for ``gpus`` GPUs partitioned into ``count_per_gpu`` instances each.
+
+    ``count_per_gpu`` defaults to the full layout (the product's maximum for the profile).
+    """
+    most = max_instances(product, profile, where)
+    count = most if count_per_gpu is None else validate_layout(product, profile, count_per_gpu, where)
+    if not _is_int(gpus) or gpus < 0:
+        raise MigError(_path(where, "gpus"), "must be a non-negative integer number of MIG-enabled GPUs, got %s" % _show(gpus), "give the GPU count, e.g. 1")
+    return {resource_name(profile, where): gpus * count}
+
+
+def partition_geometry(product, where=None):
+    """One GPU of ``product`` as the slices its MIG profiles share, from NVIDIA's placements.
+
+    Returns ``{"compute_slices": n, "memory_slices": m, "profiles": {profile: {"compute": c, "memory":
+    k, "placements": (start, ...), "max": n, "memory_mib": MiB}}}``, smallest profile first:
+
+    - a profile takes its NVML slice count of compute slices; the GPU has as many as its largest profile;
+    - it takes the size of its NVML placements in memory slices; the GPU has as many as the placements
+      reach (8 on an A100, 7 on go-nvml's H100, H200 and B200);
+    - its instances start at the first ``max`` (the profile's instance count) of its possible placements:
+      1g.10gb at 0..6, 2g.20gb at 0, 2 and 4, 3g.40gb at 0 and 4, 7g.80gb at 0 on an A100, as
+      ``nvidia-smi mig -lgipp`` lists them.
+
+    A DRA driver publishes these as counters shared by every profile's devices, so the scheduler never
+    over-commits the GPU: the table's counts and nothing beyond follow from the counters alone.
+    """
+    canonical = canonical_product(product, where)
+    table = _mig_profiles(canonical)
+    compute_slices = max(p["slices"] for p in table)
+    memory_slices = max(start + size for p in table for start, size in p["placements"])
+    result = {}
+    for profile in table:
+        sizes = set(size for _start, size in profile["placements"])
+        if len(sizes) != 1:  # pragma: no cover - NVML gives one size per profile
+            raise MigError(_path(where, "product"), "%s of %s has placements of several sizes" % (profile["name"], canonical), "regenerate the tables")
+        starts = tuple(start for start, _size in profile["placements"])[:profile["instances"]]
+        result[profile["name"]] = {"compute": profile["slices"], "memory": sizes.pop(), "placements": starts,
+                                   "max": profile["instances"], "memory_mib": profile["memory_mib"]}
+    return {"compute_slices": compute_slices, "memory_slices": memory_slices, "profiles": result}
