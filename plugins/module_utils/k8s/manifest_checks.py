@@ -11,7 +11,6 @@ Pure Python (PyYAML only), so it is unit-tested outside Ansible.
 
 from __future__ import annotations
 
-
 from .manifest_yaml import ManifestError, iter_nodes, load_documents, read_text
 
 try:
