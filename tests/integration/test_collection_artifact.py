@@ -154,5 +154,5 @@ def test_the_artifacts_readme_runs_nothing_with_make_and_names_only_shipped_file
 
 
 def test_the_collection_readmes_inventory_example_is_the_repository_readmes():
-    """The two READMEs show one configure-only example (test_gpu_sharing.py runs the repository README's)."""
-    assert inventory_example(COLLECTION_README.read_text()) == inventory_example((REPO / "README.md").read_text())
+    """The tarball's README and the checkout's guide show one configure-only example (test_gpu_sharing.py runs the guide's)."""
+    assert inventory_example(COLLECTION_README.read_text()) == inventory_example((REPO / "docs" / "guide" / "real-clusters.md").read_text())

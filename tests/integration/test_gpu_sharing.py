@@ -31,21 +31,21 @@ CLUSTER = "gpushare-it-sharing"
 POOL_LABEL = "example.com/gpu-pool"
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
 MIG_LABEL = "nvidia.com/mig.config"
+# The page of the checkout's guide on real clusters (the README links it): its example is what this module runs.
+GUIDE = REPO / "docs" / "guide" / "real-clusters.md"
 
 
 def readme_inventory() -> str:
-    """The README's configure-only inventory, verbatim: the yaml block of section "On a real GPU cluster" naming gpu-cluster.yml."""
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("\n## On a real GPU cluster\n", 1)[1].split("\n## ", 1)[0]
+    """The guide's configure-only inventory, verbatim: the yaml block of docs/guide/real-clusters.md naming gpu-cluster.yml."""
+    section = GUIDE.read_text()
     blocks = re.findall(r"```yaml\n(# gpu-cluster\.yml: .*?)```\n", section, re.S)
-    assert len(blocks) == 1, "the README's section 'On a real GPU cluster' holds one yaml block starting '# gpu-cluster.yml: '"
+    assert len(blocks) == 1, "docs/guide/real-clusters.md holds one yaml block starting '# gpu-cluster.yml: '"
     return blocks[0]
 
 
 def readme_command() -> str:
-    readme = (REPO / "README.md").read_text()
-    commands = re.findall(r"^ansible-playbook -i gpu-cluster\.yml playbooks/gpu_sharing\.yml", readme, re.M)
-    assert commands, "the README shows the checkout's command"
+    commands = re.findall(r"^ansible-playbook -i gpu-cluster\.yml playbooks/gpu_sharing\.yml", GUIDE.read_text(), re.M)
+    assert commands, "the guide shows the checkout's command"
     return commands[0]
 
 
