@@ -1,5 +1,5 @@
-// Pins NVIDIA's k8s-device-plugin: build.sh builds its unmodified gpu-feature-discovery and nvidia-device-plugin
-// commands at this version into the user's cache, for the differential tests of the model
+// Pins NVIDIA's k8s-device-plugin: build.sh builds its unmodified gpu-feature-discovery, nvidia-device-plugin and
+// config-manager commands at this version into the user's cache, for the differential tests of the model
 // (tests/integration/test_nvidia_gfd.py, test_nvidia_device_plugin.py) and the operator lab's nodes; not part of the
 // collection's artifact.
 module gpushare.k8s/tools/nvidia

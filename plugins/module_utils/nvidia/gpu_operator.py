@@ -16,8 +16,10 @@ GPU labels, the collection writes configuration and then verifies what comes bac
 What a node then advertises, and which labels gpu-feature-discovery puts on it, is computed by one
 function, :func:`node_state`, from the node's physical GPUs, the MIG state of each GPU, the selected
 device-plugin config and the MIG strategy. The roles call it (through :func:`predict`) with the
-inventory's view of the node; the stand-in calls it with the node's simulated hardware and the layout
-it applied. :func:`compare` and :func:`likely_causes` turn a difference into an error a user can act on.
+inventory's view of the node, as the collection's prediction of what NVIDIA's code will advertise. The lab's
+stand-in does not call it: its nodes are labelled by NVIDIA's GFD and their status written from NVIDIA's device
+plugin, over the mock NVML (``hardware/nvml_state``), and the differential tests hold this model to that code.
+:func:`compare` and :func:`likely_causes` turn a difference into an error a user can act on.
 
 Pure Python (PyYAML for the mig-parted text only), no Ansible import.
 """

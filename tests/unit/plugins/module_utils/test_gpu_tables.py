@@ -113,7 +113,8 @@ def test_model_counts_are_what_the_placements_hold(product):
         most = mig.max_instances(product, profile)
         assert _fits(product, [profile] * most)
         assert not _fits(product, [profile] * (most + 1))
-        with pytest.raises(mig.MigError):
+        with pytest.raises(mig.MigError, match=r"^count: %d instances of %s do not fit: one %s holds at most %d\. " % (
+                most + 1, re.escape(profile), re.escape(product), most)):
             mig.validate_layout(product, profile, most + 1)
 
 

@@ -86,7 +86,7 @@ def test_profiles_table_with_nvidias_memory_sizes():
 
 def test_media_extension_profiles_stay_in_the_tables():
     assert "1g.10gb+me" not in profiles("A100-SXM4-80GB")
-    with pytest.raises(MigError):
+    with pytest.raises(MigError, match=r"^profile: '1g\.10gb\+me' is not a MIG profile of A100-SXM4-80GB\. Fix: "):
         max_instances("A100-SXM4-80GB", "1g.10gb+me")
 
 

@@ -76,7 +76,7 @@ def test_the_overlay_is_undone_afterwards_even_on_failure(monkeypatch):
     with process_environment({PREFIX + "KEPT": "task", PREFIX + "NEW": "task"}):
         assert (os.environ[PREFIX + "KEPT"], os.environ[PREFIX + "NEW"]) == ("task", "task")
     assert dict(os.environ) == before
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="^module crashed$"):
         with process_environment({PREFIX + "NEW": "task"}):
             raise RuntimeError("module crashed")
     assert dict(os.environ) == before
