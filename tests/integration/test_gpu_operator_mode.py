@@ -353,9 +353,16 @@ def test_relabel_is_advertised_and_a_configmap_edit_waits_for_a_restart(cluster)
     configmap = core.read_namespaced_config_map("device-plugin-configs", NS)
     shared = configmap.data["shared"]
     assert "replicas: 4" in shared
+    files = cluster.kubeconfig.parent / "gpu-operator-standin" / "nodes" / "lab-node-1"
+    log = files / "device-plugin.log"
+    started = log.read_text().count("\n$ ")  # a line per start of the node's processes
     core.patch_namespaced_config_map("device-plugin-configs", NS, {"data": {"shared": shared.replace("replicas: 4", "replicas: 2")}})
     try:
-        time.sleep(3)  # a pass takes well under a second
+        # The sign that the edit was processed: the node's mounted copy of the ConfigMap holds it (the stand-in syncs
+        # it as the kubelet does, in the pass that would restart the plugin if anything did). Then nothing moved.
+        mounted = files / "available-configs" / "shared"
+        wait_until(lambda: "replicas: 2" in mounted.read_text(), timeout=WAIT, what="lab-node-1's mounted ConfigMap to hold the edit")
+        assert log.read_text().count("\n$ ") == started, "the edit alone restarted lab-node-1's device plugin"
         assert shared_state(core) == ({"nvidia.com/gpu": "8"}, "4")
         rollout_restart(cluster, *DAEMONSETS)
         wait_until(lambda: shared_state(core) == ({"nvidia.com/gpu": "4"}, "2"), timeout=WAIT, what="lab-node-1 -> 4, label replicas 2 (replicas 2)")
@@ -414,9 +421,13 @@ def test_missing_key_no_label_and_unknown_layout_end_as_on_an_operator_cluster(c
     spec = client.CustomObjectsApi(core.api_client).get_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "cluster-policy")["spec"]
     default = spec["devicePlugin"]["config"]["default"]
     assert labels(core, "lab-node-1")[CONFIG_LABEL] == "shared" and gpus(core, "lab-node-1") == {"nvidia.com/gpu": "8"}
+    log = cluster.kubeconfig.parent / "gpu-operator-standin" / "nodes" / "lab-node-1" / "device-plugin.log"
+    refusal = "specified config no-such-key does not exist"  # NVIDIA's config-manager, in the node's log
+    refused = log.read_text().count(refusal)
     try:
         relabel(core, "lab-node-1", "no-such-key")
-        time.sleep(3)  # a pass takes well under a second; the plugin must not have been told anything
+        # the sign that the relabel was processed: config-manager saw the label and refused the missing key
+        wait_until(lambda: log.read_text().count(refusal) > refused, timeout=WAIT, what="config-manager to refuse config no-such-key")
         assert gpus(core, "lab-node-1") == {"nvidia.com/gpu": "8"}
         assert labels(core, "lab-node-1").get("nvidia.com/gpu.replicas") == "4"
         # lab-node-0 (the same two GPUs) runs the default config by its label: without a label lab-node-1 must match it
@@ -582,10 +593,11 @@ def test_restarts_leave_no_stale_advertisement(cluster):
     wait_until(lambda: advertised(core, "lab-node-1") == (two, two, A100_80), timeout=30,
                what="lab-node-1 -> 2 and its product label after the API server restart")
     # The stand-in restarted after a change it missed while down.
-    cluster.kill("gpu-operator-standin")
+    cluster.kill("gpu-operator-standin")  # returns once the process is gone
     relabel(core, "lab-node-1", "shared")
-    time.sleep(2)
-    assert gpus(core, "lab-node-1") == {"nvidia.com/gpu": "2"}  # nobody answered while it was down
+    # the sign that nobody can have answered: kwokctl sees the stand-in stopped after the relabel was stored
+    assert cluster.components().get("gpu-operator-standin") not in ("Running", "Ready"), cluster.components()
+    assert gpus(core, "lab-node-1") == {"nvidia.com/gpu": "2"}
     cluster.kwokctl("start", "cluster")
     # (allocatable, product label): the capacity is not part of this check
     wait_until(lambda: advertised(core, "lab-node-1")[::2] == ({"nvidia.com/gpu": "8"}, A100_80 + "-SHARED"), timeout=30,
