@@ -71,6 +71,12 @@ def intent_placement_report(entries, pods, nodes, configs=None):
 
 
 @_filter_errors
+def intent_verdict(entries, image, namespace, reads, stored="", report=None):
+    """``{key, reuse, reason, report, record}``: whether the last passing intent check still holds, and what to keep."""
+    return _intent_placement.verdict(entries, image, namespace, reads, stored or "", report)
+
+
+@_filter_errors
 def intent_check_params(pools, configs):
     """What each GPU intent becomes over ``pools``: the map the intent policies carry, for the request check."""
     return _intents.params_data(_intents.intent_params(pools, configs))
@@ -86,6 +92,7 @@ class FilterModule:
             "intent_check_params": intent_check_params,
             "intent_placement_report": intent_placement_report,
             "intent_pods": intent_pods,
+            "intent_verdict": intent_verdict,
             "nodes_advertising": nodes_advertising,
             "placement_fits": placement_fits,
             "placement_pods": placement_pods,

@@ -31,6 +31,7 @@ extends_documentation_fragment:
   - kubernetes.core.k8s_name_options
   - gpushare.k8s.wait  # before kubernetes.core.k8s_wait_options: its wait_sleep takes fractions
   - kubernetes.core.k8s_wait_options
+  - kubernetes.core.k8s_delete_options
   - kubernetes.core.k8s_auth_options
   - gpushare.k8s.k8s_auth
   - gpushare.k8s.attributes

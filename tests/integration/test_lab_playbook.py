@@ -126,6 +126,8 @@ def test_step_8_places_one_pod_per_intent_where_the_table_says_and_removes_them(
     """The lab's first run: each intent Pod got, at admission, the resource of the pool the table names and was bound
     to that pool's node; none of them is left, and the lab's own Pods are where the spec says."""
     assert intent_rows(fresh["first_run"]) == INTENT_ROWS
+    shown = task_text(fresh["first_run"], "gpushare.k8s.placement : Show where each intent landed")
+    assert "Checked now: no earlier verdict is stored" in shown, shown
     pods = {pod.metadata.name: pod.spec.node_name for pod in fresh["core"].list_namespaced_pod("gpu-share").items}
     assert not [name for name in pods if name.startswith("intent-")], pods
     assert (fresh["root"] / "out" / "placement.txt").read_text() == "prod-inference=lab-node-2\nnotebook=lab-node-1\nbatch-train=lab-node-0\n"
@@ -226,6 +228,30 @@ def test_second_run_changes_nothing_and_files_are_byte_identical(fresh, run_play
     whole = rows.pop("intent-whole")
     assert rows == {name: row for name, row in INTENT_ROWS.items() if name != "intent-whole"}
     assert whole in {INTENT_ROWS["intent-whole"], ("whole", "nvidia.com/gpu", "pending: its pool (lab-node-0) is full")}, whole
+    # nothing that decides where the intent Pods land changed: the verdict is reused and no Pod is created
+    shown = task_text(proc, "gpushare.k8s.placement : Show where each intent landed")
+    assert "Reused the stored verdict: nothing that decides where the intent Pods land changed" in shown, shown
+    assert re.search(r"TASK \[gpushare\.k8s\.placement : Create the intent Pods[^\]]*\] \*+\nskipping", proc.stdout), shown
+
+
+def test_step_8_checks_again_once_a_node_changes(fresh, run_playbook):
+    """The stored verdict holds only while the nodes are as they were: a label added to a node makes step 8 create
+    its intent Pods again, and they land where the table says."""
+    core = fresh["core"]
+    core.patch_node("lab-node-1", {"metadata": {"labels": {"example.com/rack": "r7"}}})
+    try:
+        proc = run_playbook("playbooks/lab.yml", extra_vars=fresh["vars"], extra_args=["--tags", "step8"])
+    finally:
+        core.patch_node("lab-node-1", {"metadata": {"labels": {"example.com/rack": None}}})
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    shown = task_text(proc, "gpushare.k8s.placement : Show where each intent landed")
+    assert "Checked now: the nodes, the namespace, the intent policies or the intents changed since the stored verdict" in shown, shown
+    rows = intent_rows(proc)
+    whole = rows.pop("intent-whole")
+    assert whole in {INTENT_ROWS["intent-whole"], ("whole", "nvidia.com/gpu", "pending: its pool (lab-node-0) is full")}, whole
+    assert rows == {name: row for name, row in INTENT_ROWS.items() if name != "intent-whole"}
+    assert recap(proc)["changed"] == 0
+    assert not [pod.metadata.name for pod in core.list_namespaced_pod("gpu-share").items if pod.metadata.name.startswith("intent-")]
 
 
 def test_the_summary_reads_line_by_line_under_the_default_callback(fresh, tmp_path):

@@ -273,6 +273,7 @@ LAB_ONLY = {
         "intent_lab_pools": "the lab inventory's nodes as pools",
         "intent_dra_pools": "the DRA lab inventory's nodes as pools",
         "intent_placement_report": "checks the lab's intent Pods against its isolation table",
+        "intent_verdict": "the lab's intent check, reused while nothing that decides placement changed",
         "placement_fits": "the placement role's fit",
         "placement_pods": "the placement role's Pods",
         "rbac_manifest": "the lab's RBAC",

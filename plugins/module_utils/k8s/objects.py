@@ -35,6 +35,7 @@ import uuid
 from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import (
+    DELETE_OPTS_ARG_SPEC,
     NAME_ARG_SPEC,
     RESOURCE_ARG_SPEC,
     WAIT_ARG_SPEC,
@@ -97,6 +98,7 @@ OBJECTS_ARG_SPEC.update(
     merge_type=dict(type="list", elements="str", choices=["json", "merge", "strategic-merge"]),
     force=dict(type="bool", default=False),
     hidden_fields=dict(type="list", elements="str"),
+    delete_options=dict(type="dict", options=copy.deepcopy(DELETE_OPTS_ARG_SPEC)),
 )
 OBJECTS_MUTUALLY_EXCLUSIVE = [("resource_definition", "src")]
 

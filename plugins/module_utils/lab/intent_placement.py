@@ -12,16 +12,33 @@ it fits. :func:`placement_report` reads the Pods as the API server stored and th
 each whether admission wrote that resource and the scheduler chose one of those nodes. A Pod the scheduler could not
 place counts as placed right only when the scheduler says every node of its pool lacks room for that resource (the
 pool is full) and it wrote the resource the pool gives. Pure Python, no Ansible import.
+
+A passing check is kept for the next run (:func:`verdict`): its key is a digest of what decides where the Pods land
+(the Pods as built, every Node's name, uid, labels, taints, schedulability and allocatable resources, the namespace's
+uid and labels, the intent policies' and bindings' uid and generation). While the key is the same, the Pods would get
+the same resources and the same pools: a re-run reuses the verdict and creates no Pod. What the key leaves out: the
+Pods already running (they decide only whether a pool has room, which the check accepts either way), other admission
+policies and webhooks, the scheduler's own configuration, and GPU feature discovery's timestamp label (rewritten on
+every pass, selected by nothing).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 
 from ansible_collections.gpushare.k8s.plugins.module_utils.lab import inventory as _inv
 from ansible_collections.gpushare.k8s.plugins.module_utils.requests.gpu_requests import INTENT_ANNOTATION
 
-__all__ = ["INTENT_ANNOTATION", "intent_pods", "placement_report"]
+__all__ = ["INTENT_ANNOTATION", "VERDICT_VERSION", "intent_pods", "placement_report", "verdict", "verdict_key"]
+
+# The stored verdict's format; a file of another version is not read (the check runs again).
+VERDICT_VERSION = 1
+# Labels that change without a change of where a Pod may land: GFD stamps every relabelling pass.
+_VOLATILE_LABELS = frozenset(["nvidia.com/gfd.timestamp"])
+_KEY_RE = re.compile(r"^[0-9a-f]{64}$")
+_ROW_MAX = 2000
 
 _INSUFFICIENT_RE = r"(\d+) Insufficient %s\b"
 
@@ -100,3 +117,78 @@ def placement_report(entries, pods, nodes, configs=None):
         else:
             done = False
     return {"done": done, "rows": rows, "errors": errors}
+
+
+def _meta(obj):
+    return (obj.get("metadata") or {}) if isinstance(obj, dict) else {}
+
+
+def _node_facts(node):
+    meta, spec, status = _meta(node), node.get("spec") or {}, node.get("status") or {}
+    labels = {key: value for key, value in (meta.get("labels") or {}).items() if key not in _VOLATILE_LABELS}
+    return {"name": meta.get("name"), "uid": meta.get("uid"), "labels": labels, "taints": spec.get("taints") or [],
+            "unschedulable": bool(spec.get("unschedulable")), "allocatable": status.get("allocatable") or {}}
+
+
+def verdict_key(pods, nodes, namespace, policies):
+    """The digest of what decides where the intent Pods land (hex sha256).
+
+    ``pods``: the intent Pods as built; ``nodes``: every Node as read; ``namespace``: the Pods' Namespace as read (or
+    None); ``policies``: the intent policies and bindings as read, each an object or None when absent.
+    """
+    facts = {
+        "pods": pods,
+        "nodes": sorted((_node_facts(node) for node in nodes or [] if isinstance(node, dict)), key=lambda facts: str(facts["name"])),
+        "namespace": None if not namespace else {"uid": _meta(namespace).get("uid"), "labels": _meta(namespace).get("labels") or {}},
+        "policies": [None if not policy else {"kind": policy.get("kind"), "name": _meta(policy).get("name"), "uid": _meta(policy).get("uid"),
+                                              "generation": _meta(policy).get("generation")} for policy in policies or []],
+    }
+    return hashlib.sha256(json.dumps(facts, sort_keys=True, separators=(",", ":"), default=str).encode("utf-8")).hexdigest()
+
+
+def _stored_rows(text, key, count):
+    """The rows of a stored verdict for ``key``, or ``(None, why not)``. The file is read back: checked as input."""
+    if not text:
+        return None, "no earlier verdict is stored"
+    try:
+        stored = json.loads(text)
+    except ValueError as exc:
+        return None, "the stored verdict is not JSON (%s)" % exc
+    if not isinstance(stored, dict) or set(stored) != {"version", "key", "rows"}:
+        return None, "the stored verdict is not one this collection writes (keys version, key, rows)"
+    if stored["version"] != VERDICT_VERSION:
+        return None, "the stored verdict has version %r, this collection writes %d" % (stored["version"], VERDICT_VERSION)
+    if not isinstance(stored["key"], str) or not _KEY_RE.match(stored["key"]):
+        return None, "the stored verdict's key is not a sha256 digest"
+    rows = stored["rows"]
+    if not isinstance(rows, list) or len(rows) != count or not all(isinstance(row, str) and 0 < len(row) <= _ROW_MAX for row in rows):
+        return None, "the stored verdict's rows are not %d lines of text" % count
+    if stored["key"] != key:
+        return None, "the nodes, the namespace, the intent policies or the intents changed since the stored verdict"
+    return rows, None
+
+
+def verdict(entries, image, namespace, reads, stored="", report=None):
+    """Whether the last passing intent check still holds, and the record to keep.
+
+    ``reads``: the resources read, in order: every Node, the Namespace ``namespace`` (0 or 1), then each intent policy
+    and binding (0 or 1 each). ``stored``: the text of the stored verdict ('' when none). ``report``: a fresh
+    :func:`placement_report` that passed, to build the record from. Returns ``{key, reuse, reason, report, record}``:
+    ``reuse`` is true when ``stored`` is a verdict for the same key; ``report`` is then the stored rows (no errors);
+    ``record`` is the JSON text to store (for ``report`` when given, else ``stored``).
+    """
+    pods = intent_pods(entries, image, namespace)
+    if not isinstance(reads, (list, tuple)) or len(reads) < 2 or not all(isinstance(found, (list, tuple)) for found in reads):
+        raise ValueError("intent verdict: expected the resources read, [nodes, namespace, policy, ...]; got %r" % (reads,))
+    singles = [found[0] if found else None for found in reads[1:]]
+    key = verdict_key(pods, reads[0], singles[0], singles[1:])
+    if report is not None:
+        if report.get("errors") or not report.get("done"):
+            raise ValueError("intent verdict: only a finished check that passed is kept; got %r" % (report,))
+        record = json.dumps({"version": VERDICT_VERSION, "key": key, "rows": list(report["rows"])}, indent=1, sort_keys=True) + "\n"
+        return {"key": key, "reuse": False, "reason": "checked now", "report": report, "record": record}
+    rows, why = _stored_rows(stored, key, len(pods))
+    if rows is None:
+        return {"key": key, "reuse": False, "reason": why, "report": None, "record": stored}
+    return {"key": key, "reuse": True, "reason": "nothing that decides where the intent Pods land changed since the stored verdict",
+            "report": {"done": True, "rows": rows, "errors": []}, "record": stored}
