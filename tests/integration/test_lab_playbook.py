@@ -231,7 +231,8 @@ def test_second_run_changes_nothing_and_files_are_byte_identical(fresh, run_play
     # nothing that decides where the intent Pods land changed: the verdict is reused and no Pod is created
     shown = task_text(proc, "gpushare.k8s.placement : Show where each intent landed")
     assert "Reused the stored verdict: nothing that decides where the intent Pods land changed" in shown, shown
-    assert re.search(r"TASK \[gpushare\.k8s\.placement : Create the intent Pods[^\]]*\] \*+\nskipping", proc.stdout), shown
+    assert re.search(r"TASK \[gpushare\.k8s\.placement : Check now, unless the stored verdict holds[^\]]*\] \*+\nskipping", proc.stdout), shown
+    assert "TASK [gpushare.k8s.placement : Create the intent Pods" not in proc.stdout
 
 
 def test_step_8_checks_again_once_a_node_changes(fresh, run_playbook):

@@ -50,11 +50,16 @@ def _table(rows):
 
 
 def _files(lab_root, files, width):
-    """A line naming the lab root, then per folder its files, wrapped to ``width``."""
+    """A line naming the lab root, then per folder its files, wrapped to ``width``.
+
+    Hidden files and folders (the step's own records, such as ``.gpushare/intent-verdict.json``) are not the lab's
+    files: left out."""
     by_folder = {}
     root = str(lab_root or "").rstrip("/")
     for path in sorted(str(f) for f in files or []):
         relative = path[len(root) + 1:] if root and path.startswith(root + "/") else path
+        if any(part.startswith(".") for part in relative.split("/")):
+            continue
         folder, name = os.path.split(relative)
         by_folder.setdefault(folder + "/" if folder else "", []).append(name)
     if not by_folder:

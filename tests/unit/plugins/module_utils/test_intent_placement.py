@@ -94,9 +94,9 @@ def test_bad_entries_name_the_field():
 # ------------------------------------------------------------------ the verdict a re-run reuses
 
 def node_read(name, uid, labels=None, allocatable=None, taints=None):
+    status = {"allocatable": allocatable or {"nvidia.com/gpu": "2"}, "conditions": [{"type": "Ready", "lastHeartbeatTime": "t0"}]}
     return {"kind": "Node", "metadata": {"name": name, "uid": uid, "resourceVersion": "1", "labels": labels or {}},
-            "spec": {"taints": taints} if taints else {}, "status": {"allocatable": allocatable or {"nvidia.com/gpu": "2"},
-                                                                      "conditions": [{"type": "Ready", "lastHeartbeatTime": "t0"}]}}
+            "spec": {"taints": taints} if taints else {}, "status": status}
 
 
 def policy_read(kind, uid="p-1", generation=1):
@@ -115,8 +115,8 @@ PASSED = {"done": True, "errors": [], "rows": ["i-whole (gpushare.k8s/gpu: whole
                                                "i-shared (gpushare.k8s/gpu: shared) -> nvidia.com/gpu: 1 -> n-sliced"]}
 
 
-def stored_record(entries=ENTRIES[:2], read=None):
-    return verdict(entries, "pause", "ns", read or reads(), "", PASSED)["record"]
+def stored_record():
+    return verdict(ENTRIES[:2], "pause", "ns", reads(), "", PASSED)["record"]
 
 
 def test_a_stored_verdict_is_reused_while_nothing_that_decides_placement_changed():

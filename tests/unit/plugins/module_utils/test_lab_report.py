@@ -80,3 +80,10 @@ def test_a_long_list_of_files_wraps_under_its_folder():
                          "      manifest-03.yaml, manifest-04.yaml, manifest-05.yaml,",
                          "      manifest-06.yaml, manifest-07.yaml, manifest-08.yaml,",
                          "      manifest-09.yaml, manifest-10.yaml, manifest-11.yaml"]
+
+
+def test_hidden_files_are_not_the_labs_files():
+    """Step 8's stored verdict (and any hidden file or folder) is the collection's record, not a file of the lab's."""
+    files = [ROOT + "/.gpushare/intent-verdict.json", ROOT + "/out/.swp", ROOT + "/out/placement.txt"]
+    assert lab_summary([], [], files, ROOT, "")[-2:] == ["files in /root/gpushare:", "out/: placement.txt"]
+    assert lab_summary([], [], files[:1], ROOT, "")[-1] == "files: none in /root/gpushare"
