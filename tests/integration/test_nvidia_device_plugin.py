@@ -63,9 +63,9 @@ NODE = "dp-node"
 RUN_TIMEOUT = 60
 WORKERS = 6
 # The one deliberate difference, listed once (test_nvidia_gfd.GFD_PROFILE_NAMES, with its reason there): a few MIG
-# profiles NVIDIA's v0.18.0 binaries name otherwise than the tables. k8s-device-plugin v0.18.0 builds with go-nvlib
-# v0.8.1, whose profile name rounds a GPU instance's memory up to eighths of the GPU (an H200 1g.18gb is advertised as
-# nvidia.com/mig-1g.35gb); the model keeps NVIDIA's current names (go-nvlib v0.13.0, mig-parted, nvidia-smi). The
+# profiles NVIDIA's v0.18.0 binaries name otherwise than the tables: go-nvml's mock memory figures put them just over
+# the share NVIDIA documents, and go-nvlib rounds up to eighths (an H200 1g.18gb is advertised as
+# nvidia.com/mig-1g.35gb); the model keeps the documented names (mig-parted, nvidia-smi). The
 # plugin advertises the same devices, in the same number, under that name: the model's resource is compared under it.
 KNOWN_DIFFERENCES = {(product, profile): name for (product, profile), name in GFD_PROFILE_NAMES.items() if "+" not in profile}
 
@@ -255,7 +255,7 @@ def comparison(tools, tmp_path_factory):
     summary = text_table([(config, same + differ, same, differ) for config, (same, differ) in sorted(by_config.items())],
                          ("config", "cases", "same", "differ"))
     report = ("nvidia-device-plugin v0.18.0 vs the model: %d products, %d configs, %d MIG layouts; %d cases in %.1f s (%d at a time)\n%s\n"
-              "compared under the plugin's profile name (KNOWN_DIFFERENCES, go-nvlib v0.8.1): %s"
+              "compared under the plugin's profile name (KNOWN_DIFFERENCES, the mock's memory figures): %s"
               % (len(gpu_products.products()), len(CONFIGS), sum(1 for r in results if r["devices"]), len(results), elapsed, WORKERS, summary,
                  ", ".join("%s %s as %s" % (product, profile, name) for (product, profile), name in sorted(KNOWN_DIFFERENCES.items()))))
     print("\n" + report)

@@ -109,10 +109,11 @@ CONFIG_TEXTS = inventory.render_configs(CONFIGS)
 
 
 NODE = "gfd-node"
-# MIG profiles GFD v0.18.0 names otherwise than the tables do: k8s-device-plugin v0.18.0 builds with go-nvlib v0.8.1,
-# whose profile name rounds the memory of a GPU instance up to eighths of the GPU (1/8 of 141 GB is 17.6, so an H200
-# 1g.18gb, a little over 1/8, becomes "1g.35gb"); go-nvlib v0.13.0, which wrote hardware/tables.py, names them as
-# nvidia-smi does. Every other label of these devices must still match: the test compares them under GFD's name.
+# MIG profiles GFD v0.18.0 names otherwise than the tables do: go-nvlib names a profile from the memory NVML reports,
+# rounded up to eighths of the GPU (1/8 of 141 GB is 17.6), and go-nvml's mock gives these a little more than the
+# eighth or half NVIDIA's MIG User Guide gives them (an H200 1g.18gb is 18432 of 144384 MiB, so it becomes "1g.35gb");
+# the tables name them by the mock's nominal size, as nvidia-smi names them on a real board (docs/nvidia-gfd.md). Every
+# other label of these devices must still match: the test compares them under GFD's name.
 # (product, the tables' profile) -> GFD v0.18.0's profile.
 GFD_PROFILE_NAMES = {
     ("B200-180GB-HBM3e", "1g.23gb"): "1g.45gb",
