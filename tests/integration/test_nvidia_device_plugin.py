@@ -7,11 +7,15 @@ NVIDIA's unmodified nvidia-device-plugin (tools/nvidia: k8s-device-plugin v0.18.
 tables, in a user and mount namespace of its own, registered with device-plugin-kubelet (tools/device-plugin-kubelet)
 in its ``--once`` mode: the kubelet program prints what each registered resource lists
 (``{"resources": {NAME: {"devices": N, "healthy": H}}}``), stops the plugin and exits. The argv and environment are
-gpu_operator_standin's ``device_plugin_command`` and ``device_plugin_env``, the operator lab's own code path. The
-config file is the collection's rendering (``inventory.render_configs``, as the ConfigMap holds it).
+gpu_operator_standin's ``device_plugin_command`` and ``device_plugin_env``, the operator lab's own code path, with one
+change: the plugin's health checks are on (``DP_DISABLE_HEALTHCHECKS`` unset, as the plugin's own default; the operator
+lab turns them off). The config file is the collection's rendering (``inventory.render_configs``, as the ConfigMap
+holds it).
 
 For every case the plugin's resource names and device counts must be the model's (``gpu_operator.node_state``'s
-resources, which the roles' ``predict`` and the operator lab's verification use), and every device healthy. Cases:
+resources, which the roles' ``predict`` and the operator lab's verification use), and every device healthy: the
+plugin's health check registers every GPU of every layout with the mock's NVML events and finds no XID (a device it
+cannot place or register it marks unhealthy). Cases:
 
 * every product of the hardware tables (2 GPUs) x every kind of config the collection writes: no config file (the
   plugin's defaults), an explicit ``migStrategy: none``, time-slicing with replicas 2, 4 and 7, renameByDefault on
@@ -27,6 +31,12 @@ resources, which the roles' ``predict`` and the operator lab's verification use)
 
 The plugin's refusals are tested too: a layout the single strategy cannot advertise makes it exit non-zero, and the
 model raises ``LayoutError`` for the same layouts.
+
+Health checks (``test_an_xid_*``): a state file naming an XID on a GPU (``nvml_state.node_state``'s ``xids``) makes the
+mock report that XID critical error as an NVML event, and the plugin marks the device unhealthy in a later ListAndWatch
+answer, which the kubelet program's ``--once`` prints (it prints each resource's last answer, after a quiet second).
+An XID the plugin ignores (13: an application error) leaves the device healthy unless ``DP_ENABLE_HEALTHCHECKS``
+names it; with the operator lab's environment (health checks off) an XID changes nothing.
 
 The comparison table is printed (``pytest -s`` or ``-rA`` show it) and given as a warning summary. The one deliberate
 difference is KNOWN_DIFFERENCES (with its reason): the MIG profiles v0.18.0 names otherwise than the tables, compared
@@ -61,6 +71,9 @@ BUILD_KUBELET = REPO / "tools" / "device-plugin-kubelet" / "build.sh"
 GPUS = 2
 NODE = "dp-node"
 RUN_TIMEOUT = 60
+# The plugin's environment in these tests: device_plugin_env's, with the health checks on (the plugin's default: the
+# variable unset). None removes a variable.
+HEALTH_CHECKS_ON = {"DP_DISABLE_HEALTHCHECKS": None}
 WORKERS = 6
 # The one deliberate difference, listed once (test_nvidia_gfd.GFD_PROFILE_NAMES, with its reason there): a few MIG
 # profiles NVIDIA's v0.18.0 binaries name otherwise than the tables: go-nvml's mock memory figures put them just over
@@ -194,18 +207,27 @@ def tools():
     return built_tool(BUILD_NVIDIA) / "nvidia-device-plugin", built_tool(BUILD_KUBELET), built_tool(BUILD_MOCK)
 
 
-def run_plugin(tools, workdir, product, gpus, devices=None, config_text=None, strategy=None):
-    """NVIDIA's plugin once, as the operator lab runs it: ``(CompletedProcess, {resource: {"devices", "healthy"}} or None)``."""
+def run_plugin(tools, workdir, product, gpus, devices=None, config_text=None, strategy=None, xids=None, env_changes=None):
+    """NVIDIA's plugin once, as the operator lab runs it but for ``env_changes`` (default: health checks on, see
+    HEALTH_CHECKS_ON; ``{}``: the lab's own environment): ``(CompletedProcess, {resource: {"devices", "healthy"}} or None)``.
+
+    ``xids`` (``{GPU index: XID code}``) puts an XID on those GPUs in the state file, for the mock to report as an event.
+    """
     plugin, kubelet, mock = tools
     workdir.mkdir(parents=True, exist_ok=True)
     state = workdir / "nvml-state"
-    nvml_state.write(str(state), nvml_state.node_state(product, gpus, node=NODE, mig_devices=devices))
+    nvml_state.write(str(state), nvml_state.node_state(product, gpus, node=NODE, mig_devices=devices, xids=xids))
     config = None
     if config_text is not None:
         config = workdir / "config.yaml"
         config.write_text(config_text + "\n")
     argv = gpu_operator_standin.device_plugin_command(str(plugin), str(kubelet), str(workdir), str(config) if config else None, once=True)
     env = gpu_operator_standin.device_plugin_env(str(mock), str(workdir), str(state), gpus, strategy)
+    for name, value in (HEALTH_CHECKS_ON if env_changes is None else env_changes).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT, env=env, check=False)
     resources = None
     if proc.returncode == 0:
@@ -271,7 +293,52 @@ def test_the_plugin_advertises_the_models_resources_for_every_case(comparison):
 
 
 def test_every_device_the_plugin_lists_is_healthy(comparison):
+    """Health checks on, no XID: every GPU of every layout is registered with the mock's events and none is unhealthy."""
     assert not [r for r in comparison if r["unhealthy"]], [(r["where"], r["unhealthy"]) for r in comparison if r["unhealthy"]]
+
+
+# ---------------------------------------------------------------------------
+# health checks: an XID on a GPU makes the plugin list its device unhealthy
+
+def _gpus(devices, healthy):
+    return {"nvidia.com/gpu": {"devices": devices, "healthy": healthy}}
+
+
+XID_CASES = {
+    "no XID": ({}, None, _gpus(2, 2)),
+    "XID 79 on GPU 1": ({1: 79}, None, _gpus(2, 1)),
+    "XID 79 on GPU 0, XID 48 on GPU 1": ({0: 79, 1: 48}, None, _gpus(2, 0)),
+    # 13 (graphics engine exception) is one of the application errors the plugin ignores...
+    "XID 13 on GPU 1 (ignored)": ({1: 13}, None, _gpus(2, 2)),
+    # ... unless DP_ENABLE_HEALTHCHECKS names it: the mock did report it
+    "XID 13 on GPU 1, DP_ENABLE_HEALTHCHECKS=13": ({1: 13}, dict(HEALTH_CHECKS_ON, DP_ENABLE_HEALTHCHECKS="13"), _gpus(2, 1)),
+    # the operator lab's environment (DP_DISABLE_HEALTHCHECKS=all): no health check, the XID is not seen
+    "XID 79 on GPU 1, the operator lab's environment": ({1: 79}, {}, _gpus(2, 2)),
+}
+
+
+@pytest.mark.parametrize("case", list(XID_CASES))
+def test_an_xid_on_a_gpu_makes_the_plugin_list_it_unhealthy(tools, tmp_path, case):
+    xids, env_changes, expected = XID_CASES[case]
+    proc, listed = run_plugin(tools, tmp_path, "NVIDIA-A100-SXM4-80GB", 2, xids=xids, env_changes=env_changes)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert listed == expected, proc.stderr[-3000:]
+
+
+def test_an_xid_on_a_time_sliced_gpu_makes_the_plugin_list_one_replica_unhealthy(tools, tmp_path):
+    """NVIDIA v0.18.0 maps a GPU's UUID to one device of its own (the last replica): one of the GPU's 4 is unhealthy."""
+    proc, listed = run_plugin(tools, tmp_path, "NVIDIA-A100-SXM4-80GB", 2, config_text=CONFIG_TEXTS["ts4"], xids={1: 79})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert listed == _gpus(8, 7), proc.stderr[-3000:]
+
+
+def test_an_xid_on_a_mig_gpu_makes_the_plugin_list_one_of_its_mig_devices_unhealthy(tools, tmp_path):
+    """Mixed strategy, one resource per GPU: the XID (not attributed to a GPU instance) reaches the resource of its GPU
+    only, where the plugin marks one MIG device (the last it mapped to the GPU's UUID) unhealthy."""
+    devices = [["1g.10gb"] * 7, ["2g.20gb"] * 3]
+    proc, listed = run_plugin(tools, tmp_path, "NVIDIA-A100-SXM4-80GB", 2, devices, CONFIG_TEXTS["mig-mixed"], "mixed", xids={1: 79})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert listed == {"nvidia.com/mig-1g.10gb": {"devices": 7, "healthy": 7}, "nvidia.com/mig-2g.20gb": {"devices": 3, "healthy": 2}}, proc.stderr[-3000:]
 
 
 def test_the_cases_cover_what_the_collection_writes(comparison):

@@ -26,6 +26,7 @@
  *   device.<i>.pci_device_id 0x20b210de
  *   device.<i>.minor 0                  nvmlDeviceGetMinorNumber
  *   device.<i>.mig_mode none|0|1        nvmlDeviceGetMigMode: none = not MIG-capable (NOT_SUPPORTED)
+ *   device.<i>.xid 79                   optional: an XID critical error on the GPU (see "events" below)
  *
  * and, for a GPU with MIG, its GPU-instance profiles, their compute-instance profiles and its MIG devices (one GPU
  * instance with one compute instance each):
@@ -40,6 +41,13 @@
  * state and write it back to the file: the mig_mode, mig.<slot> and gi.<slot> lines are rewritten, every other line
  * kept (see "MIG changes" below).
  *
+ * Events: every GPU supports nvmlEventTypeXidCriticalError and no other event type. An event set a GPU with an xid
+ * line is registered with (for XID events) holds one XID event for it (eventData = the code, gpuInstanceId and
+ * computeInstanceId 0xFFFFFFFF: not attributed to a MIG device), which the next nvmlEventSetWait_v2 on that set
+ * returns; a wait on a set without a pending event returns NVML_ERROR_TIMEOUT after sleeping the given timeout, cut
+ * to EVENT_WAIT_MAX_MS so that a process stopping between waits is not held up. This is how NVIDIA's device plugin
+ * is shown a GPU failing (its health check: DP_DISABLE_HEALTHCHECKS unset).
+ *
  * A call for a device index or handle it does not know returns NVML_ERROR_INVALID_ARGUMENT; a query the described
  * GPU cannot answer (MIG mode on a GPU without MIG, fabric info, MIG devices) NVML_ERROR_NOT_SUPPORTED, as NVML does.
  * A call this library does not export stops the caller with the dynamic linker's "undefined symbol" error: that is
@@ -48,11 +56,13 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
+#include <time.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -67,6 +77,7 @@ enum {
     NVML_ERROR_NOT_FOUND = 6,
     NVML_ERROR_INSUFFICIENT_SIZE = 7,
     NVML_ERROR_DRIVER_NOT_LOADED = 9,
+    NVML_ERROR_TIMEOUT = 10,
     NVML_ERROR_IN_USE = 19,
     NVML_ERROR_INSUFFICIENT_RESOURCES = 23,
     NVML_ERROR_UNKNOWN = 999,
@@ -140,6 +151,8 @@ struct mock_device {
     unsigned int pci_device_id, pci_subsystem_id;
     unsigned int minor;
     int mig_mode; /* -1: not MIG-capable; 0 disabled; 1 enabled */
+    int has_xid;      /* an xid line: an XID event for each event set the GPU is registered with */
+    unsigned int xid;
 };
 
 /* The opaque handles are pointers into our tables. */
@@ -332,6 +345,12 @@ static int set_device(struct mock_device *d, const char *key, const char *value)
             return -1;
         gi->present = 1;
         gi->has_ci = with_ci;
+        return 0;
+    }
+    if (!strcmp(key, "xid")) {
+        if (parse_uint(value, &d->xid))
+            return -1;
+        d->has_xid = 1;
         return 0;
     }
     if (!strcmp(key, "mig_mode")) {
@@ -562,16 +581,21 @@ static nvmlReturn_t copy_string(char *out, unsigned int length, const char *valu
 
 /* --- initialisation --------------------------------------------------------------------------------------- */
 
+/* Held by nvmlInit and nvmlShutdown (NVIDIA's device plugin starts one health check per resource, each calling
+ * nvmlInit in a thread of its own) and around the event sets' tables. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
 EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
 {
+    nvmlReturn_t rc = NVML_SUCCESS;
     (void)flags;
-    if (!state.initialised) {
-        nvmlReturn_t rc = load_state();
-        if (rc != NVML_SUCCESS)
-            return rc;
-    }
-    state.initialised++;
-    return NVML_SUCCESS;
+    pthread_mutex_lock(&lock);
+    if (!state.initialised)
+        rc = load_state();
+    if (rc == NVML_SUCCESS)
+        state.initialised++;
+    pthread_mutex_unlock(&lock);
+    return rc;
 }
 
 EXPORT nvmlReturn_t nvmlInit_v2(void) { return nvmlInitWithFlags(0); }
@@ -579,10 +603,14 @@ EXPORT nvmlReturn_t nvmlInit(void) { return nvmlInitWithFlags(0); }
 
 EXPORT nvmlReturn_t nvmlShutdown(void)
 {
+    nvmlReturn_t rc = NVML_SUCCESS;
+    pthread_mutex_lock(&lock);
     if (!state.initialised)
-        return NVML_ERROR_UNINITIALIZED;
-    state.initialised--;
-    return NVML_SUCCESS;
+        rc = NVML_ERROR_UNINITIALIZED;
+    else
+        state.initialised--;
+    pthread_mutex_unlock(&lock);
+    return rc;
 }
 
 EXPORT const char *nvmlErrorString(nvmlReturn_t result)
@@ -595,6 +623,7 @@ EXPORT const char *nvmlErrorString(nvmlReturn_t result)
     case NVML_ERROR_NOT_FOUND: return "Not Found";
     case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
     case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT: return "Timeout";
     case NVML_ERROR_IN_USE: return "In use by another client";
     case NVML_ERROR_INSUFFICIENT_RESOURCES: return "Insufficient Resources";
     default: return "Unknown Error";
@@ -1382,6 +1411,136 @@ EXPORT nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t ci)
     ci->gi->has_ci = 0;
     migs[ci->gi->device->index][ci->gi - instances[ci->gi->device->index]].uuid[0] = '\0';
     return changed(ci->gi->device);
+}
+
+/* --- events (NVIDIA's device plugin's health check) --------------------------------------------------------
+ *
+ * An event set is a slot of event_sets; nvmlEventSet_t holds a pointer to it, as NVML's holds its own handle. */
+
+#define EVENT_TYPE_XID_CRITICAL_ERROR 0x8ULL /* nvmlEventTypeXidCriticalError */
+#define SUPPORTED_EVENT_TYPES EVENT_TYPE_XID_CRITICAL_ERROR
+#define NOT_ATTRIBUTED 0xFFFFFFFFu           /* gpuInstanceId / computeInstanceId of an event of a whole GPU */
+#define MAX_EVENT_SETS 64
+#define EVENT_WAIT_MAX_MS 100
+
+typedef struct {
+    nvmlDevice_t device;
+    unsigned long long eventType, eventData;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlEventData_t;
+
+struct event_set {
+    int in_use;
+    unsigned int pending;                 /* events not yet returned, in registration order */
+    nvmlEventData_t events[MAX_DEVICES];
+    unsigned char xid_queued[MAX_DEVICES]; /* a GPU's XID event is queued once per set */
+};
+
+typedef struct {
+    struct event_set *handle;
+} nvmlEventSet_t;
+
+static struct event_set event_sets[MAX_EVENT_SETS];
+
+/* Whether `set` is one nvmlEventSetCreate returned and nvmlEventSetFree did not free; called with `lock` held. */
+static int valid_set(const struct event_set *set)
+{
+    uintptr_t p = (uintptr_t)set, first = (uintptr_t)event_sets;
+    return p >= first && p < (uintptr_t)(event_sets + MAX_EVENT_SETS) && (p - first) % sizeof *set == 0 && set->in_use;
+}
+
+EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
+{
+    unsigned int i;
+    if (!state.initialised)
+        return NVML_ERROR_UNINITIALIZED;
+    if (!set)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&lock);
+    for (i = 0; i < MAX_EVENT_SETS && event_sets[i].in_use; i++)
+        ;
+    if (i < MAX_EVENT_SETS) {
+        memset(&event_sets[i], 0, sizeof event_sets[i]);
+        event_sets[i].in_use = 1;
+        set->handle = &event_sets[i];
+    }
+    pthread_mutex_unlock(&lock);
+    return i < MAX_EVENT_SETS ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_RESOURCES;
+}
+
+EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
+{
+    nvmlReturn_t rc = NVML_SUCCESS;
+    if (!state.initialised)
+        return NVML_ERROR_UNINITIALIZED;
+    pthread_mutex_lock(&lock);
+    if (valid_set(set.handle))
+        set.handle->in_use = 0;
+    else
+        rc = NVML_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *event_types)
+{
+    GPU_CALL(device, event_types);
+    *event_types = SUPPORTED_EVENT_TYPES;
+    return NVML_SUCCESS;
+}
+
+/* A type the GPU does not support makes the call fail with NVML_ERROR_NOT_SUPPORTED, as NVML documents. */
+EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long event_types, nvmlEventSet_t set)
+{
+    nvmlReturn_t rc;
+    unsigned int index;
+    GPU_CALL(device, 1);
+    if (event_types & ~SUPPORTED_EVENT_TYPES)
+        return NVML_ERROR_NOT_SUPPORTED;
+    index = device->index;
+    pthread_mutex_lock(&lock);
+    rc = valid_set(set.handle) ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+    if (rc == NVML_SUCCESS && (event_types & EVENT_TYPE_XID_CRITICAL_ERROR) && device->has_xid &&
+        !set.handle->xid_queued[index]) {
+        nvmlEventData_t *e = &set.handle->events[set.handle->pending++];
+        e->device = device;
+        e->eventType = EVENT_TYPE_XID_CRITICAL_ERROR;
+        e->eventData = device->xid;
+        e->gpuInstanceId = e->computeInstanceId = NOT_ATTRIBUTED;
+        set.handle->xid_queued[index] = 1;
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms)
+{
+    nvmlReturn_t rc = NVML_SUCCESS;
+    unsigned int ms = timeoutms < EVENT_WAIT_MAX_MS ? timeoutms : EVENT_WAIT_MAX_MS;
+    struct timespec pause;
+    int waits = 0;
+    if (!state.initialised)
+        return NVML_ERROR_UNINITIALIZED;
+    if (!data)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&lock);
+    if (!valid_set(set.handle)) {
+        rc = NVML_ERROR_INVALID_ARGUMENT;
+    } else if (set.handle->pending) {
+        struct event_set *s = set.handle;
+        *data = s->events[0];
+        memmove(&s->events[0], &s->events[1], --s->pending * sizeof s->events[0]);
+    } else {
+        waits = 1;
+    }
+    pthread_mutex_unlock(&lock);
+    if (!waits)
+        return rc;
+    pause.tv_sec = ms / 1000;
+    pause.tv_nsec = (long)(ms % 1000) * 1000000L;
+    while (nanosleep(&pause, &pause) && errno == EINTR)
+        ;
+    return NVML_ERROR_TIMEOUT;
 }
 
 /* --- not supported on the GPUs described here -------------------------------------------------------------- */

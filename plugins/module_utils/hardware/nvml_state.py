@@ -12,7 +12,8 @@ brand, CUDA compute capability, PCI device id, whether MIG exists) comes from :m
 
 The format is line-oriented so C reads it with ``fgets``: ``<key> <value>``, the value being the rest of the line;
 ``#`` starts a comment. Global keys ``format``, ``driver_version``, ``nvml_version``, ``cuda_driver_version``,
-``device_count``; per GPU ``device.<index>.<field>`` with the fields of :data:`DEVICE_FIELDS`. NVML's enums are
+``device_count``; per GPU ``device.<index>.<field>`` with the fields of :data:`DEVICE_FIELDS`, and ``device.<index>.xid
+<code>`` for a GPU given an XID (:data:`EVENT_FIELDS`: the mock reports that XID critical error as an NVML event). NVML's enums are
 written as numbers (:data:`ARCHITECTURES`, :data:`BRANDS`: the public NVML ABI). Pure Python, no Ansible import.
 """
 
@@ -34,6 +35,7 @@ __all__ = [
     "BRANDS",
     "DEVICE_FIELDS",
     "ENV",
+    "EVENT_FIELDS",
     "FORMAT",
     "NvmlStateError",
     "device_count",
@@ -62,13 +64,16 @@ BRANDS = {
 DEVICE_FIELDS = (
     "name", "uuid", "memory_mib", "architecture", "brand", "cuda_compute_capability", "pci_bus_id", "pci_device_id", "minor", "mig_mode",
 )
+# Written only for a GPU node_state's ``xids`` names: an XID critical error the mock reports as an NVML event, once
+# per event set the GPU is registered with (what NVIDIA's device plugin's health check waits for).
+EVENT_FIELDS = ("xid",)
 _GLOBAL_KEYS = ("format", "driver_version", "nvml_version", "cuda_driver_version", "device_count")
 # A MIG-capable GPU's tables: device.<i>.gi_profile.<id>, device.<i>.gi_placements.<id>, device.<i>.ci_profile.<gi id>.<ci id>,
 # device.<i>.mig.<slot> (a GPU instance with its compute instance: a MIG device) and device.<i>.gi.<slot> (a GPU instance
 # without one, which only the mock writes back while NVIDIA's mig-parted builds a layout).
 DEVICE_TABLES = ("gi_profile", "gi_placements", "ci_profile", "mig", "gi")
 _DEVICE_KEY_RE = re.compile(
-    r"device\.[0-9]+\.(%s|gi_profile\.[0-9]+|gi_placements\.[0-9]+|ci_profile\.[0-9]+\.[0-9]+|mig\.[0-9]+|gi\.[0-9]+)" % "|".join(DEVICE_FIELDS))
+    r"device\.[0-9]+\.(%s|gi_profile\.[0-9]+|gi_placements\.[0-9]+|ci_profile\.[0-9]+\.[0-9]+|mig\.[0-9]+|gi\.[0-9]+)" % "|".join(DEVICE_FIELDS + EVENT_FIELDS))
 # The server whose driver a product without a server of its own gets.
 _DEFAULT_SERVER = "dgxa100"
 # UUIDs are stable per node name and GPU index (uuid5 in a namespace of ours).
@@ -166,7 +171,7 @@ def _mig_entries(canonical, index, node, names, where):
     return entries
 
 
-def node_state(product, gpus, node="node", mig_enabled=False, mig_devices=None):
+def node_state(product, gpus, node="node", mig_enabled=False, mig_devices=None, xids=None):
     """The state of one node with ``gpus`` GPUs of ``product``, as ``[(key, value)]`` in file order (values are strings).
 
     ``product`` is any spelling :mod:`gpu_products` accepts (``NVIDIA-A100-SXM4-80GB``, ``H100-SXM5-80GB``, ...);
@@ -175,7 +180,8 @@ def node_state(product, gpus, node="node", mig_enabled=False, mig_devices=None):
     list per GPU of the MIG profiles it is partitioned into (``[["1g.10gb"] * 7, []]``), implies ``mig_enabled``; each
     GPU's instances are placed by :func:`place`. ``None`` in place of a GPU's list leaves MIG mode off on that GPU alone
     (``[["1g.10gb"] * 7, None]``: what a layout enabling MIG on some GPUs only leaves). A MIG-capable GPU carries its
-    product's profiles either way.
+    product's profiles either way. ``xids`` maps a GPU's index to an XID code (``{1: 79}``): the mock reports that XID
+    critical error on that GPU as an NVML event (``device.<index>.xid``).
     """
     canonical = _products.canonical(product)
     if canonical is None:
@@ -193,6 +199,11 @@ def node_state(product, gpus, node="node", mig_enabled=False, mig_devices=None):
             raise NvmlStateError("mig_devices", "must be one list of MIG profiles per GPU (%d), or None for MIG off, got %r" % (gpus, mig_devices),
                                  "give e.g. [[1g.10gb, 1g.10gb], [], None]")
         mig_enabled = any(d is not None for d in mig_devices)
+    xids = dict(xids or {})
+    for index, code in xids.items():
+        if not is_int(index) or not 0 <= index < gpus or not is_int(code) or not 0 < code <= 0xFFFFFFFF:
+            raise NvmlStateError("xids", "must map a GPU index (0 to %d) to an XID code (1 to 4294967295), got %r: %r" % (gpus - 1, index, code),
+                                 "give e.g. {0: 79}")
     if mig_enabled and not has_mig:
         raise NvmlStateError("mig_enabled", "%s has no MIG" % canonical, "use a product of %s" % ", ".join(_products.mig_products()))
     facts = _PRODUCTS[canonical]
@@ -220,6 +231,8 @@ def node_state(product, gpus, node="node", mig_enabled=False, mig_devices=None):
             "mig_mode": ("1" if mig_enabled and (mig_devices is None or mig_devices[index] is not None) else "0") if has_mig else "none",
         }
         entries.extend(("device.%d.%s" % (index, field), fields[field]) for field in DEVICE_FIELDS)
+        if index in xids:
+            entries.append(("device.%d.xid" % index, str(xids[index])))
         if has_mig:
             entries.extend(_mig_entries(canonical, index, node, (mig_devices[index] or ()) if mig_devices else (), "mig_devices[%d]" % index))
     return entries

@@ -461,7 +461,8 @@ def config_manager_env(node_dir, node, kubeconfig, default_config):
 
 def device_plugin_env(mock_dir, node_dir, state_file, gpus, strategy=None, node=None):
     """The environment of NVIDIA's device plugin for one node: our mock NVML with the node's state, no health checks
-    (the mock has no events), ``MIG_STRATEGY`` when the ClusterPolicy sets it, our MPS control program on ``PATH``.
+    (the lab's choice: the mock reports an XID event only for a GPU its state file names one for, see
+    docs/nvidia-device-plugin.md), ``MIG_STRATEGY`` when the ClusterPolicy sets it, our MPS control program on ``PATH``.
 
     Also writes the node's driver files for ``gpus`` GPUs (``<node_dir>/proc-driver/nvidia-caps/mig-minors``).
     """

@@ -133,9 +133,9 @@ def test_the_c_library_reads_exactly_the_keys_written():
     source = MOCK_SOURCE.read_text()
     device_keys = set(re.findall(r'!strcmp\(key, "([a-z_]+)"\)', source[source.index("static int set_device"):source.index("static int set_global")]))
     global_keys = set(re.findall(r'!strcmp\(key, "([a-z_]+)"\)', source[source.index("static int set_global"):source.index("static nvmlReturn_t load_state")]))
-    written = [entry[0] for entry in nvml_state.node_state("A100-SXM4-80GB", 1)]
+    written = [entry[0] for entry in nvml_state.node_state("A100-SXM4-80GB", 1, xids={0: 79})]
     fields = {key.split(".", 2)[2] for key in written if key.startswith("device.")}
-    assert {field for field in fields if field.split(".")[0] not in nvml_state.DEVICE_TABLES} == device_keys == set(nvml_state.DEVICE_FIELDS)
+    assert {field for field in fields if field.split(".")[0] not in nvml_state.DEVICE_TABLES} == device_keys == {*nvml_state.DEVICE_FIELDS, *nvml_state.EVENT_FIELDS}
     assert {key for key in written if not key.startswith("device.")} == global_keys
     assert nvml_state.ENV in source
 
@@ -204,6 +204,19 @@ def test_place_refuses_what_the_hardware_refuses(names, problem):
 def test_mig_devices_need_one_list_per_gpu():
     with pytest.raises(nvml_state.NvmlStateError, match=r"mig_devices: must be one list of MIG profiles per GPU \(2\)"):
         nvml_state.node_state("A100-SXM4-80GB", 2, mig_devices=[["1g.10gb"]])
+
+
+def test_an_xid_is_written_for_the_gpus_given_one_only():
+    entries = nvml_state.node_state("A100-SXM4-80GB", 3, node="n", xids={1: 79, 2: 13})
+    assert [(key, value) for key, value in entries if key.endswith(".xid")] == [("device.1.xid", "79"), ("device.2.xid", "13")]
+    assert nvml_state.parse(nvml_state.render(entries)) == entries
+    assert not [key for key, _value in nvml_state.node_state("A100-SXM4-80GB", 3, node="n") if key.endswith(".xid")]
+
+
+@pytest.mark.parametrize("xids", [{2: 79}, {-1: 79}, {0: 0}, {0: "79"}, {0: True}, {0: 2 ** 32}])
+def test_an_xid_needs_a_gpu_of_the_node_and_a_code(xids):
+    with pytest.raises(nvml_state.NvmlStateError, match=r"^xids: must map a GPU index \(0 to 1\) to an XID code"):
+        nvml_state.node_state("A100-SXM4-80GB", 2, xids=xids)
 
 
 def test_mig_state_round_trips():
