@@ -71,9 +71,9 @@ def intent_placement_report(entries, pods, nodes, configs=None):
 
 
 @_filter_errors
-def intent_verdict(entries, image, namespace, reads, stored="", report=None):
+def intent_verdict(pods, reads, stored="", report=None):
     """``{key, reuse, reason, report, record}``: whether the last passing intent check still holds, and what to keep."""
-    return _intent_placement.verdict(entries, image, namespace, reads, stored or "", report)
+    return _intent_placement.verdict(pods, reads, stored or "", report)
 
 
 @_filter_errors

@@ -168,16 +168,17 @@ def _stored_rows(text, key, count):
     return rows, None
 
 
-def verdict(entries, image, namespace, reads, stored="", report=None):
+def verdict(pods, reads, stored="", report=None):
     """Whether the last passing intent check still holds, and the record to keep.
 
-    ``reads``: the resources read, in order: every Node, the Namespace ``namespace`` (0 or 1), then each intent policy
-    and binding (0 or 1 each). ``stored``: the text of the stored verdict ('' when none). ``report``: a fresh
-    :func:`placement_report` that passed, to build the record from. Returns ``{key, reuse, reason, report, record}``:
-    ``reuse`` is true when ``stored`` is a verdict for the same key; ``report`` is then the stored rows (no errors);
-    ``record`` is the JSON text to store (for ``report`` when given, else ``stored``).
+    ``pods``: the intent Pods as :func:`intent_pods` builds them. ``reads``: the resources read, in order: every Node,
+    the Pods' Namespace (0 or 1), then each intent policy and binding (0 or 1 each). ``stored``: the text of the stored
+    verdict ('' when none). ``report``: a fresh :func:`placement_report` that passed, to build the record from.
+    Returns ``{key, reuse, reason, report, record}``: ``reuse`` is true when ``stored`` is a verdict for the same key;
+    ``report`` is then the stored rows (no errors); ``record`` is the JSON text to store for ``report`` (None without).
     """
-    pods = intent_pods(entries, image, namespace)
+    if not isinstance(pods, (list, tuple)) or not all(isinstance(pod, dict) for pod in pods):
+        raise ValueError("intent verdict: expected the intent Pods (intent_pods); got %r" % (pods,))
     if not isinstance(reads, (list, tuple)) or len(reads) < 2 or not all(isinstance(found, (list, tuple)) for found in reads):
         raise ValueError("intent verdict: expected the resources read, [nodes, namespace, policy, ...]; got %r" % (reads,))
     singles = [found[0] if found else None for found in reads[1:]]
@@ -189,6 +190,6 @@ def verdict(entries, image, namespace, reads, stored="", report=None):
         return {"key": key, "reuse": False, "reason": "checked now", "report": report, "record": record}
     rows, why = _stored_rows(stored, key, len(pods))
     if rows is None:
-        return {"key": key, "reuse": False, "reason": why, "report": None, "record": stored}
+        return {"key": key, "reuse": False, "reason": why, "report": None, "record": None}
     return {"key": key, "reuse": True, "reason": "nothing that decides where the intent Pods land changed since the stored verdict",
-            "report": {"done": True, "rows": rows, "errors": []}, "record": stored}
+            "report": {"done": True, "rows": rows, "errors": []}, "record": None}

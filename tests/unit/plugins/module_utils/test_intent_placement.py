@@ -116,7 +116,7 @@ PASSED = {"done": True, "errors": [], "rows": ["i-whole (gpushare.k8s/gpu: whole
 
 
 def stored_record():
-    return verdict(ENTRIES[:2], "pause", "ns", reads(), "", PASSED)["record"]
+    return verdict(intent_pods(ENTRIES[:2], "pause", "ns"), reads(), "", PASSED)["record"]
 
 
 def test_a_stored_verdict_is_reused_while_nothing_that_decides_placement_changed():
@@ -128,7 +128,7 @@ def test_a_stored_verdict_is_reused_while_nothing_that_decides_placement_changed
     again[0][0]["metadata"]["labels"]["nvidia.com/gfd.timestamp"] = "160"
     again[2][0]["metadata"]["resourceVersion"] = "8"
     again[0].reverse()  # the list's order
-    got = verdict(ENTRIES[:2], "pause", "ns", again, record.rstrip("\n"))  # the file lookup strips the newline
+    got = verdict(intent_pods(ENTRIES[:2], "pause", "ns"), again, record.rstrip("\n"))  # the file lookup strips the newline
     assert got["reuse"] is True, got["reason"]
     assert got["report"] == {"done": True, "errors": [], "rows": PASSED["rows"]}
 
@@ -169,7 +169,7 @@ def _changed(what):
                                   "intent changed", "image changed"])
 def test_a_change_of_what_decides_placement_makes_the_check_run_again(what):
     entries, image, read = _changed(what)
-    got = verdict(entries, image, "ns", read, stored_record())
+    got = verdict(intent_pods(entries, image, "ns"), read, stored_record())
     assert got["reuse"] is False and got["report"] is None
     assert got["reason"] == "the nodes, the namespace, the intent policies or the intents changed since the stored verdict"
 
@@ -185,7 +185,7 @@ def test_a_change_of_what_decides_placement_makes_the_check_run_again(what):
     ('{"version": 1, "key": "%s", "rows": ["a", 3]}' % ("0" * 64), "the stored verdict's rows are not 2 lines of text"),
 ])
 def test_a_stored_verdict_is_read_back_as_untrusted_input(text, reason):
-    got = verdict(ENTRIES[:2], "pause", "ns", reads(), text)
+    got = verdict(intent_pods(ENTRIES[:2], "pause", "ns"), reads(), text)
     assert got["reuse"] is False and got["reason"].startswith(reason), got["reason"]
 
 
@@ -194,8 +194,8 @@ def test_a_record_is_kept_only_for_a_finished_check_that_passed():
     assert set(record) == {"version", "key", "rows"} and record["rows"] == PASSED["rows"]
     failed = dict(copy.deepcopy(PASSED), errors=["i-whole: landed on n-sliced"])
     with pytest.raises(ValueError, match="only a finished check that passed is kept"):
-        verdict(ENTRIES[:2], "pause", "ns", reads(), "", failed)
+        verdict(intent_pods(ENTRIES[:2], "pause", "ns"), reads(), "", failed)
     with pytest.raises(ValueError, match="only a finished check that passed is kept"):
-        verdict(ENTRIES[:2], "pause", "ns", reads(), "", dict(PASSED, done=False))
+        verdict(intent_pods(ENTRIES[:2], "pause", "ns"), reads(), "", dict(PASSED, done=False))
     with pytest.raises(ValueError, match=r"expected the resources read, \[nodes, namespace, policy, ...\]"):
-        verdict(ENTRIES[:2], "pause", "ns", [[]], "")
+        verdict(intent_pods(ENTRIES[:2], "pause", "ns"), [[]], "")
