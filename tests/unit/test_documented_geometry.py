@@ -175,7 +175,7 @@ def test_the_table_of_every_product_and_profile():
 
 
 def _placements(placements):
-    return "{%s}:%d" % (",".join(str(start) for start, _ in placements), placements[0][1])
+    return "{%s}:%d" % (",".join(str(placement[0]) for placement in placements), placements[0][1])
 
 
 def _row_source(product, profile):
@@ -223,7 +223,7 @@ def test_the_disagreements_with_the_hardware_tables():
     lines += ["%-17s %-11s %-14s %-28s %-28s %s" % row for row in DISAGREEMENTS]
     warnings.warn("tables.py (go-nvml's mock) vs NVIDIA's documented MIG geometry, %d disagreements:\n%s" % (len(DISAGREEMENTS), "\n".join(lines)),
                   stacklevel=1)
-    keys = {(product, profile, field) for product, profile, field, _, _, _ in DISAGREEMENTS}
+    keys = {row[:3] for row in DISAGREEMENTS}
     # Every profile on either side is compared or listed as missing from the other.
     for mock_name, name in MOCK_TO_DOCUMENTED.items():
         mock_names = {profile["name"] for profile in tables.PRODUCTS[mock_name]["mig_profiles"]}
@@ -236,10 +236,10 @@ def test_the_disagreements_with_the_hardware_tables():
     assert placements == {(product, profile) for product in ("H100-80GB-HBM3", "H200-141GB-HBM3e", "B200-180GB-HBM3e")
                           for profile in {"H100-80GB-HBM3": ("1g.20gb", "3g.40gb", "7g.80gb"), "H200-141GB-HBM3e": ("1g.35gb", "3g.71gb", "7g.141gb"),
                                           "B200-180GB-HBM3e": ("1g.45gb", "3g.90gb", "7g.180gb")}[product]}, sorted(placements)
-    h100 = {profile: (mock, value) for product, profile, field, mock, value, _ in DISAGREEMENTS if product == H100 and field == "placements"}
+    h100 = {row[1]: row[3:5] for row in DISAGREEMENTS if row[0] == H100 and row[2] == "placements"}
     assert h100 == {"1g.20gb": ("{0,1,2,3,4,5,6}:1", "{0,2,4,6}:2"), "3g.40gb": ("{0,4}:3", "{0,4}:4"), "7g.80gb": ("{0}:7", "{0}:8")}
     # The device ids go-nvml's mock gives the H200 and the B200 are not theirs (0x2b00 is another GPU's in pci.ids).
-    pci = {product: (mock, value) for product, _, field, mock, value, _ in DISAGREEMENTS if field == "pci_device_id"}
+    pci = {row[0]: row[3:5] for row in DISAGREEMENTS if row[2] == "pci_device_id"}
     assert pci == {"H200-141GB-HBM3e": ("0x233310de", "0x233510de"), "B200-180GB-HBM3e": ("0x2b0010de", "0x290110de")}
 
 
@@ -265,8 +265,8 @@ def test_the_search_names_the_other_causes():
     # is refused so (the geometry is aligned): this product is changed, its 2g.20gb placed only at 2, inside 4g.40gb's.
     product = copy.deepcopy(PRODUCTS[H100])
     next(profile for profile in product["profiles"] if profile["name"] == "2g.20gb")["placements"] = [[2, 2]]
-    assert documented.fits(product, {"2g.20gb": 1, "4g.40gb": 1}) == (False, "needs 6 of 8 memory slices, but no combination of the documented "
-                                                                       "placements holds them (2g.20gb at {2}:2; 4g.40gb at {0}:4)")
+    assert documented.fits(product, {"2g.20gb": 1, "4g.40gb": 1}) == (
+        False, "needs 6 of 8 memory slices, but no combination of the documented placements holds them (2g.20gb at {2}:2; 4g.40gb at {0}:4)")
 
 
 def mock_allows(mock_product, layout):
@@ -277,7 +277,7 @@ def mock_allows(mock_product, layout):
     profiles = {profile["name"]: profile for profile in tables.PRODUCTS[mock_product]["mig_profiles"]}
     if any(count > profiles[name]["instances"] for name, count in layout.items()):
         return False
-    instances = [name for name, count in sorted(layout.items()) for _ in range(count)]
+    instances = [name for name, count in sorted(layout.items()) for index in range(count)]
 
     def place(position, used):
         if position == len(instances):

@@ -93,13 +93,13 @@ def fits(product, layout):
         return True, "nothing to place"
     problems = []
     media = [(name, count) for name, count in wanted if media_extended(name)]
-    if sum(count for _, count in media) > 1:
+    if sum(count for name, count in media) > 1:
         problems.append("%d media-extended instances (%s), while a GPU has one media extension" % (
-            sum(count for _, count in media), _terms(media)))
+            sum(count for name, count in media), _terms(media)))
     compute = sum(compute_slices(name) * count for name, count in wanted)
     if compute > product["compute_slices"]:
         problems.append("needs %d of %d compute slices (%s)" % (
-            compute, product["compute_slices"], _terms(wanted, lambda name: compute_slices(name))))
+            compute, product["compute_slices"], _terms(wanted, compute_slices)))
     memory = sum(_size(profiles[name]) * count for name, count in wanted)
     if memory > product["memory_slices"]:
         problems.append("needs %d of %d memory slices (%s)" % (memory, product["memory_slices"], _terms(wanted, lambda name: _size(profiles[name]))))
@@ -108,7 +108,7 @@ def fits(product, layout):
     placed = _search(product["memory_slices"], [(name, profiles[name]["placements"], count) for name, count in wanted])
     if placed is None:
         return False, "needs %d of %d memory slices, but no combination of the documented placements holds them (%s)" % (
-            memory, product["memory_slices"], "; ".join("%s at %s" % (name, _placements_text(profiles[name]["placements"])) for name, _ in wanted))
+            memory, product["memory_slices"], "; ".join("%s at %s" % (name, _placements_text(profiles[name]["placements"])) for name, count in wanted))
     return True, ", ".join("%s at %s" % (name, "/".join(str(start) for start in starts)) for name, starts in placed)
 
 
@@ -128,14 +128,14 @@ def _terms(items, per=None):
 
 
 def _placements_text(placements):
-    return "{%s}:%d" % (",".join(str(start) for start, _ in placements), placements[0][1])
+    return "{%s}:%d" % (",".join(str(placement[0]) for placement in placements), placements[0][1])
 
 
 def _search(slices, wanted):
     """Starts for every instance ([(name, [start, ...])]) with no two overlapping, or None; largest profiles first."""
     order = sorted(wanted, key=lambda item: -item[1][0][1])
     instances = [(name, index) for name, placements, count in order for index in range(count)]
-    options = {name: [(start, size) for start, size in placements] for name, placements, _ in order}
+    options = {name: [tuple(placement) for placement in placements] for name, placements, count in order}
     chosen = []
 
     def place(position, used):
@@ -159,7 +159,7 @@ def _search(slices, wanted):
     starts = {}
     for name, option in chosen:
         starts.setdefault(name, []).append(options[name][option][0])
-    return [(name, sorted(starts[name])) for name, _, _ in order]
+    return [(name, sorted(starts[name])) for name, placements, count in order]
 
 
 # The checks. Each appends "<where>: <problem>; <fix>" to errors.
@@ -364,7 +364,7 @@ def _check_placements(where, profile, product, errors):
         if start < 0 or size < 1 or (slices is not None and start + size > slices):
             errors.append("%s.placements: [%r, %r] is not inside the product's memory slices [0, %s); start >= 0, size >= 1, start + size <= %s" % (
                 where, start, size, slices, slices))
-    if len({size for _, size in placements}) != 1:
+    if len({placement[1] for placement in placements}) != 1:
         errors.append("%s.placements: the sizes differ (%r); one profile has one size" % (where, placements))
     if len({tuple(placement) for placement in placements}) != len(placements):
         errors.append("%s.placements: a placement is listed twice" % (where,))
