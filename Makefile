@@ -164,11 +164,13 @@ matrix: cluster
 	@rm -rf $(OUTPUT)/matrix
 	$(VENV)/bin/nox --noxfile $(CURDIR)/noxfile.py --sessions matrix
 
-# NVIDIA's hardware tables: tools/gpu-tables (its go.mod pins go-nvml) built into the user's cache, then run.
+# NVIDIA's hardware tables: tools/gpu-tables (its go.mod pins go-nvml) built into the user's cache, then run; it writes
+# go-nvml's mock as JSON, from which tools/gpu-tables/merge.py writes the module.
 # tests/integration/test_gpu_tables.py regenerates the file the same way and compares it byte for byte.
 GPU_TABLES := plugins/module_utils/hardware/tables.py
-tables:
-	@bin=$$(tools/gpu-tables/build.sh) && "$$bin" -o $(GPU_TABLES) && echo "[tables] wrote $(GPU_TABLES) with $$bin"
+tables: venv
+	@set -o pipefail; bin=$$(tools/gpu-tables/build.sh) && "$$bin" | $(VENV)/bin/python tools/gpu-tables/merge.py -o $(GPU_TABLES) && \
+	  echo "[tables] wrote $(GPU_TABLES) with $$bin and tools/gpu-tables/merge.py"
 
 # Helm as tools/helm/go.mod pins it, built into the user's cache on first use (minutes), for the tests that install
 # charts (tests/integration/helm_tool.py); prints the binary's path.

@@ -1,6 +1,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """NVIDIA's hardware tables regenerated: tools/gpu-tables built with Go (cached in the user's cache, as `make tables`
-builds it) writes plugins/module_utils/hardware/tables.py byte for byte. Its build says what it does: a line every few
+builds it) reads go-nvml's mock into JSON, from which tools/gpu-tables/merge.py writes plugins/module_utils/hardware/tables.py
+byte for byte. Its build says what it does: a line every few
 seconds while Go compiles, the log's last lines when Go fails, nothing when the binary is cached. No cluster is needed.
 
 A cold build of the generator (go-nvml's cgo packages) takes a minute or two on 2 cores; warm, the test takes a second.
@@ -10,12 +11,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 import warnings
 
 from conftest import REPO, subprocess_env
 
 BUILD = REPO / "tools" / "gpu-tables" / "build.sh"
+MERGE = REPO / "tools" / "gpu-tables" / "merge.py"
 TABLES = REPO / "plugins" / "module_utils" / "hardware" / "tables.py"
 # go as build.sh calls it: `go env GOVERSION`, then `go build ... -o OUT .`, from tools/gpu-tables.
 FAKE_GO = """#!/bin/sh
@@ -50,9 +53,12 @@ def test_the_generator_writes_the_checked_in_tables_byte_for_byte(tmp_path):
     if proc.stderr:  # a cold build: show its progress lines in the run's warnings summary
         warnings.warn(f"tools/gpu-tables built in {built:.0f} s:\n{proc.stderr}", stacklevel=1)
     binary = proc.stdout.strip()
-    out = tmp_path / "gpu_tables.py"
-    gen = subprocess.run([binary, "-o", str(out)], capture_output=True, text=True, timeout=60, check=False)
+    mock = tmp_path / "mock.json"
+    gen = subprocess.run([binary, "-o", str(mock)], capture_output=True, text=True, timeout=60, check=False)
     assert gen.returncode == 0, gen.stderr
+    out = tmp_path / "gpu_tables.py"
+    merge = subprocess.run([sys.executable, str(MERGE), str(mock), "-o", str(out)], capture_output=True, text=True, timeout=60, check=False)
+    assert merge.returncode == 0, merge.stderr
     assert out.read_bytes() == TABLES.read_bytes(), (
         "plugins/module_utils/hardware/tables.py is not what tools/gpu-tables writes: run `make tables` and commit the result"
     )

@@ -1,25 +1,27 @@
 // Copyright: contributors to the gpushare.k8s collection
 // GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-// Command gpu-tables writes NVIDIA's hardware tables as a Python module: every GPU that go-nvml's mock
-// NVML describes (pkg/nvml/mock/gpus) and the DGX systems it simulates (pkg/nvml/mock/dgx*), read
-// through the NVML API (nvml.Interface, nvml.Device, nvml.GpuInstance) and named by go-nvlib, the way
-// NVIDIA's device plugin and mig-parted name MIG profiles.
+// Command gpu-tables reads go-nvml's mock NVML and writes what it says as JSON: every GPU the mock describes
+// (pkg/nvml/mock/gpus) and the DGX systems it simulates (pkg/nvml/mock/dgx*), read through the NVML API
+// (nvml.Interface, nvml.Device, nvml.GpuInstance) and named by go-nvlib, the way NVIDIA's device plugin and
+// mig-parted name MIG profiles.
 //
-//	gpu-tables -o plugins/module_utils/hardware/tables.py
+//	gpu-tables -o mock.json
 //
-// The output depends on the pinned modules only: the same go.mod writes the same bytes.
+// tools/gpu-tables/merge.py merges this with NVIDIA's documented MIG geometry (mig-geometry.yaml) into
+// plugins/module_utils/hardware/tables.py (make tables runs both). The output depends on the pinned modules
+// only: the same go.mod writes the same bytes. Objects keep the order written here (products sorted by key).
 package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"sort"
-	"strconv"
 	"strings"
 
 	nvdev "github.com/NVIDIA/go-nvlib/pkg/nvlib/device"
@@ -38,8 +40,6 @@ const (
 	// The mock marks one of its boards in the name NVML reports ("Mock NVIDIA A100-SXM4-40GB"); a real
 	// board reports the name without it.
 	mockMarker = "Mock "
-	// Width the packed lines of the module stay within (ansible-test's pep8 allows 160).
-	width = 150
 )
 
 // Every GPU configuration go-nvml's mock publishes, in the order its package declares them.
@@ -65,7 +65,7 @@ var servers = []struct {
 	{"dgxh200", dgxh200.New()},
 }
 
-// A Python literal: item, dict (packed on lines), block (a tuple of dicts, one after the other).
+// A JSON value whose objects keep their order: item, dict (an object), tuple (an array), block (an array of objects).
 type item struct {
 	key   string
 	value any
@@ -73,6 +73,30 @@ type item struct {
 type dict []item
 type tuple []any
 type block []dict
+
+// MarshalJSON writes the object's members in their order.
+func (d dict) MarshalJSON() ([]byte, error) {
+	var out bytes.Buffer
+	out.WriteByte('{')
+	for i, it := range d {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		key, err := json.Marshal(it.key)
+		if err != nil {
+			return nil, err
+		}
+		value, err := json.Marshal(it.value)
+		if err != nil {
+			return nil, err
+		}
+		out.Write(key)
+		out.WriteByte(':')
+		out.Write(value)
+	}
+	out.WriteByte('}')
+	return out.Bytes(), nil
+}
 
 func check(ret nvml.Return, what string) {
 	if ret != nvml.SUCCESS {
@@ -88,67 +112,6 @@ func fail(format string, args ...any) {
 // productKey is the product as gpu-feature-discovery labels it (spaces become '-'), without "NVIDIA-".
 func productKey(name string) string {
 	return strings.TrimPrefix(strings.ReplaceAll(strings.TrimPrefix(name, mockMarker), " ", "-"), "NVIDIA-")
-}
-
-func inline(value any) string {
-	switch v := value.(type) {
-	case string:
-		return strconv.Quote(v)
-	case int:
-		return strconv.Itoa(v)
-	case uint32:
-		return strconv.FormatUint(uint64(v), 10)
-	case uint64:
-		return strconv.FormatUint(v, 10)
-	case tuple:
-		parts := make([]string, len(v))
-		for i, p := range v {
-			parts[i] = inline(p)
-		}
-		if len(parts) == 1 {
-			return "(" + parts[0] + ",)"
-		}
-		return "(" + strings.Join(parts, ", ") + ")"
-	}
-	fail("no Python literal for %T", value)
-	return ""
-}
-
-// writeDict writes d at indent: its plain items packed into lines, each block on lines of its own.
-func writeDict(out *bytes.Buffer, d dict, indent int) {
-	pad := strings.Repeat(" ", indent)
-	out.WriteString("{\n")
-	line := ""
-	flush := func() {
-		if line != "" {
-			out.WriteString(pad + "    " + line + "\n")
-			line = ""
-		}
-	}
-	for _, it := range d {
-		if b, ok := it.value.(block); ok {
-			flush()
-			out.WriteString(pad + "    " + strconv.Quote(it.key) + ": (\n")
-			for _, inner := range b {
-				out.WriteString(pad + "        ")
-				writeDict(out, inner, indent+8)
-				out.WriteString(",\n")
-			}
-			out.WriteString(pad + "    ),\n")
-			continue
-		}
-		entry := strconv.Quote(it.key) + ": " + inline(it.value) + ","
-		if line != "" && indent+4+len(line)+1+len(entry) > width {
-			flush()
-		}
-		if line == "" {
-			line = entry
-		} else {
-			line += " " + entry
-		}
-	}
-	flush()
-	out.WriteString(pad + "}")
 }
 
 func moduleVersion(path string) string {
@@ -361,36 +324,9 @@ func system(name string, srv nvml.Interface) dict {
 		{"cuda_driver_version", cuda}}
 }
 
-const header = `# -*- coding: utf-8 -*-
-# Copyright: contributors to the gpushare.k8s collection
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-# Code generated by tools/gpu-tables (make tables). DO NOT EDIT.
-
-"""NVIDIA's hardware tables: every GPU of NVIDIA's mock NVML, read through the NVML API.
-
-Generated by ` + "``make tables``" + `, which builds ` + "``tools/gpu-tables``" + ` (its go.mod pins the modules below)
-and runs ` + "``gpu-tables -o plugins/module_utils/hardware/tables.py``" + `. Do not edit: change the generator or
-its pins and regenerate; a test regenerates this file and compares it byte for byte.
-
-` + "``PRODUCTS``" + ` maps each product, as gpu-feature-discovery labels it without ` + "``NVIDIA-``" + `, to what
-NVML reports for one GPU: its name, brand, architecture and CUDA compute capability (as go-nvlib writes
-them), total memory in MiB, PCI device id, and its MIG GPU-instance profiles in profile-id order (the
-NVML profile info, the name go-nvlib gives it, its possible placements as ` + "``(start, size)``" + ` in
-memory slices, and the compute-instance profiles of one such GPU instance). ` + "``SERVERS``" + ` are
-the DGX systems the mock simulates. ` + "``gpu_products``" + ` is what the collection reads them through.
-"""
-
-from __future__ import annotations
-
-`
-
 func main() {
-	output := flag.String("o", "", "write the module to this file (default: standard output)")
+	output := flag.String("o", "", "write the JSON to this file (default: standard output)")
 	flag.Parse()
-	var out bytes.Buffer
-	out.WriteString(header)
-	fmt.Fprintf(&out, "GO_NVML_VERSION = %s\nGO_NVLIB_VERSION = %s\n\n", strconv.Quote(moduleVersion(nvmlModule)),
-		strconv.Quote(moduleVersion(nvlibModule)))
 
 	products := map[string]dict{}
 	for _, config := range configs {
@@ -405,29 +341,35 @@ func main() {
 		keys = append(keys, key)
 	}
 	sort.Strings(keys)
-	out.WriteString("PRODUCTS = {\n")
+	sorted := dict{}
 	for _, key := range keys {
-		out.WriteString("    " + strconv.Quote(key) + ": ")
-		writeDict(&out, products[key], 4)
-		out.WriteString(",\n")
+		sorted = append(sorted, item{key, products[key]})
 	}
-	out.WriteString("}\n\nSERVERS = {\n")
+	systems := dict{}
 	for _, s := range servers {
 		fields := system(s.name, s.server)
-		out.WriteString("    " + strconv.Quote(s.name) + ": ")
-		writeDict(&out, fields, 4)
-		out.WriteString(",\n")
 		if _, known := products[fields[1].value.(string)]; !known {
 			fail("%s holds %s, which is not among the mock's GPU configurations", s.name, fields[1].value)
 		}
+		systems = append(systems, item{s.name, fields})
 	}
-	out.WriteString("}\n")
+	document := dict{{"go_nvml_version", moduleVersion(nvmlModule)}, {"go_nvlib_version", moduleVersion(nvlibModule)},
+		{"products", sorted}, {"servers", systems}}
+	compact, err := json.Marshal(document)
+	if err != nil {
+		fail("%v", err)
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, compact, "", "  "); err != nil {
+		fail("%v", err)
+	}
+	out.WriteByte('\n')
 
 	if *output == "" {
 		os.Stdout.Write(out.Bytes())
 		return
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(*output), ".gpu_tables-*.py")
+	tmp, err := os.CreateTemp(filepath.Dir(*output), ".gpu-tables-*.json")
 	if err != nil {
 		fail("%v", err)
 	}
