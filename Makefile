@@ -25,7 +25,7 @@ help:
 	@echo "make lab-operator  the whole lab in operator mode on cluster gpushare-operator (GPU Operator stand-in)"
 	@echo "make build         build the collection tarball"
 	@echo "make lock          recompile requirements-lock.txt from requirements.txt, and the matrix cells' locks (LOCK_EXCLUDE_NEWER=<date> to move on)"
-	@echo "make tables        regenerate NVIDIA's hardware tables (plugins/module_utils/hardware/tables.py) from go-nvml's mock"
+	@echo "make tables        regenerate NVIDIA's hardware tables (plugins/module_utils/hardware/tables.py): go-nvml's mock merged with the documented MIG geometry"
 	@echo "make helm          build (once; cached after) the helm that tools/helm/go.mod pins and print its path"
 	@echo "make nvidia        build (once; cached after) NVIDIA's gpu-feature-discovery, device plugin, config-manager (tools/nvidia) and mig-parted (tools/mig-parted), our mock NVML (tools/nvml-mock); print their paths"
 	@echo "make clusterpolicy-crd  generate (once; cached after) the ClusterPolicy CRD from NVIDIA's gpu-operator Go types with controller-gen (tools/clusterpolicy-crd); print its path"
@@ -165,7 +165,8 @@ matrix: cluster
 	$(VENV)/bin/nox --noxfile $(CURDIR)/noxfile.py --sessions matrix
 
 # NVIDIA's hardware tables: tools/gpu-tables (its go.mod pins go-nvml) built into the user's cache, then run; it writes
-# go-nvml's mock as JSON, from which tools/gpu-tables/merge.py writes the module.
+# go-nvml's mock as JSON, which tools/gpu-tables/merge.py merges with the documented MIG geometry (mig-geometry.yaml,
+# the documentation winning) into the module, printing every disagreement.
 # tests/integration/test_gpu_tables.py regenerates the file the same way and compares it byte for byte.
 GPU_TABLES := plugins/module_utils/hardware/tables.py
 tables: venv

@@ -5,7 +5,8 @@
 """MIG geometry: which profiles a GPU product offers, how many instances fit, what a node advertises.
 
 Every product, profile, instance count, memory size and placement is NVIDIA's, read from the hardware
-tables (:mod:`gpu_products` over :mod:`gpu_tables`, generated from go-nvml's mock NVML). Pure Python.
+tables (:mod:`gpu_products` over :mod:`gpu_tables`, generated from go-nvml's mock NVML and NVIDIA's documented
+MIG geometry, whose instance counts, placements and engines win where the two disagree). Pure Python.
 """
 
 from __future__ import annotations
@@ -193,7 +194,8 @@ def partition_geometry(product, where=None):
 
     - a profile takes its NVML slice count of compute slices; the GPU has as many as its largest profile;
     - it takes the size of its NVML placements in memory slices; the GPU has as many as the placements
-      reach (8 on an A100, 7 on go-nvml's H100, H200 and B200);
+      reach (8 on an A100, H100, H200 and B200: the documented placements; go-nvml's mock made them 7 on the
+      last three, placing by compute slices);
     - its instances start at the first ``max`` (the profile's instance count) of its possible placements:
       1g.10gb at 0..6, 2g.20gb at 0, 2 and 4, 3g.40gb at 0 and 4, 7g.80gb at 0 on an A100, as
       ``nvidia-smi mig -lgipp`` lists them.

@@ -69,7 +69,7 @@ LAB_LABELS = {
         "nvidia.com/mig-1g.10gb.slices.gi": "1",
         "nvidia.com/mig-1g.10gb.slices.ci": "1",
         "nvidia.com/mig-1g.10gb.engines.copy": "1",
-        "nvidia.com/mig-1g.10gb.engines.decoder": "1",
+        "nvidia.com/mig-1g.10gb.engines.decoder": "0",  # the MIG User Guide's (go-nvml's mock says 1)
         "nvidia.com/mig-1g.10gb.engines.encoder": "0",
         "nvidia.com/mig-1g.10gb.engines.jpeg": "0",
         "nvidia.com/mig-1g.10gb.engines.ofa": "0",

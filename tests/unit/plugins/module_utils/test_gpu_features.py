@@ -151,7 +151,7 @@ def test_mig_node():
         "nvidia.com/mig-1g.10gb.slices.gi": "1",
         "nvidia.com/mig-1g.10gb.slices.ci": "1",
         "nvidia.com/mig-1g.10gb.engines.copy": "1",
-        "nvidia.com/mig-1g.10gb.engines.decoder": "1",
+        "nvidia.com/mig-1g.10gb.engines.decoder": "0",  # the MIG User Guide's (go-nvml's mock says 1)
         "nvidia.com/mig-1g.10gb.engines.encoder": "0",
         "nvidia.com/mig-1g.10gb.engines.jpeg": "0",
         "nvidia.com/mig-1g.10gb.engines.ofa": "0",
@@ -185,7 +185,7 @@ def test_single_strategy_labels_the_mig_devices_as_the_gpu():
         "nvidia.com/gpu.slices.gi": "1",
         "nvidia.com/gpu.slices.ci": "1",
         "nvidia.com/gpu.engines.copy": "1",
-        "nvidia.com/gpu.engines.decoder": "1",
+        "nvidia.com/gpu.engines.decoder": "0",  # the MIG User Guide's (go-nvml's mock says 1)
         "nvidia.com/gpu.engines.encoder": "0",
         "nvidia.com/gpu.engines.jpeg": "0",
         "nvidia.com/gpu.engines.ofa": "0",
