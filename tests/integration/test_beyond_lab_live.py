@@ -155,7 +155,7 @@ def test_feature_labels_read_back_from_the_api(lab_nodes):
         "nvidia.com/mig-1g.10gb.slices.gi": "1",
         "nvidia.com/mig-1g.10gb.slices.ci": "1",
         "nvidia.com/mig-1g.10gb.engines.copy": "1",
-        "nvidia.com/mig-1g.10gb.engines.decoder": "1",
+        "nvidia.com/mig-1g.10gb.engines.decoder": "0",  # the MIG User Guide: no NVDEC on the A100's 1-slice profile (go-nvml's mock said 1)
         "nvidia.com/mig-1g.10gb.engines.encoder": "0",
         "nvidia.com/mig-1g.10gb.engines.jpeg": "0",
         "nvidia.com/mig-1g.10gb.engines.ofa": "0",
