@@ -254,9 +254,9 @@ def main(argv=None):
         with open(args.mock, encoding="utf-8") as stream:
             mock = json.load(stream)
     products, disagreements = merge(mock["products"], documented.load(args.geometry))
+    kept = " and ".join(sorted(KEPT))
     sys.stderr.write("[tables] go-nvml's mock (%s) vs NVIDIA's documented MIG geometry (%s): %d disagreement(s); taken: the documented "
-                     "value, except %s (the mock's)\n" % (mock["go_nvml_version"], os.path.relpath(args.geometry), len(disagreements),
-                                                           " and ".join(sorted(KEPT))))
+                     "value, except %s (the mock's)\n" % (mock["go_nvml_version"], os.path.relpath(args.geometry), len(disagreements), kept))
     sys.stderr.write(report(disagreements))
     text = render(mock, products, disagreements)
     if args.output:
