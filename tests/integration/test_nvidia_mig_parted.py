@@ -7,15 +7,19 @@ node state from plugins/module_utils/hardware/nvml_state.py with MIG off, its GP
 enables MIG, creates the GPU and compute instances through the mock, which places and refuses them by NVIDIA's
 hardware tables and writes each change back to the node's state file, read here afterwards.
 
-For every MIG product of the tables and every profile the model knows (``mig.profiles``), on a node of one GPU:
+What each case should do is decided by an oracle that shares no code with the model or the mock: NVIDIA's documented
+MIG geometry (tools/gpu-tables/mig-geometry.yaml, the MIG User Guide's profiles and placements) searched by
+tools/gpu-tables/documented.py's ``fits`` (its own backtracking over the documented placements, compute slices and
+media extensions). For every MIG product of the tables and every profile the model knows (``mig.profiles``), on a
+node of one GPU, at the model's ``max_instances`` and one more:
 
-* the model's ``max_instances`` per GPU is what mig-parted creates: that many instances apply, with that many MIG
-  devices of the profile in the state file afterwards;
-* one more fails: mig-parted exits non-zero, the mock's answer (``ERROR_INSUFFICIENT_RESOURCES``) in its message,
-  and the model refuses the same count (``validate_layout``);
+* the oracle's verdict is the model's: the model's count fits and one more does not;
+* mig-parted does what the oracle says: a fitting count applies, with that many MIG devices of the profile in the
+  state file afterwards; one more fails, the mock's answer (``ERROR_INSUFFICIENT_RESOURCES``) in its message;
 
-and a few layouts that mix profiles on one GPU, the model's verdict (``nvml_state.place``) against mig-parted's, on
-both GPUs of a node of two.
+and layouts that mix profiles on one GPU (among them, for each Hopper and Blackwell product, layouts that placing by
+compute slices, as go-nvml's mock did, would accept), the oracle's verdict against the model's (``nvml_state.place``)
+and mig-parted's, on both GPUs of a node of two.
 
 The table is printed (``pytest -s`` or ``-rA``) and given as a warning summary. The profiles NVIDIA's v0.18.0 plugin
 and GFD name otherwise (test_nvidia_gfd.GFD_PROFILE_NAMES) are named the same way by mig-parted's go-nvlib (v0.7.0):
@@ -27,9 +31,11 @@ shows the behaviour itself. Any other difference fails.
 from __future__ import annotations
 
 import concurrent.futures
+import importlib.util
 import json
 import time
 import warnings
+from pathlib import Path
 
 import yaml
 
@@ -39,6 +45,22 @@ from ansible_collections.gpushare.k8s.plugins.module_utils.lab import operator_s
 from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import products as gpu_products
 from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import mig
 from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import nvml_state
+
+_TOOLS = Path(__file__).resolve().parents[2] / "tools" / "gpu-tables"
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, _TOOLS / (name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# The oracle: the documented geometry and its own search (stdlib + PyYAML); the mock's product names mapped to the
+# documents' (merge.py names the pairs and why they differ).
+documented = _load("documented")
+DOCUMENTED = {row["product"]: row for row in documented.load(str(_TOOLS / "mig-geometry.yaml"))["products"]}
+MOCK_TO_DOCUMENTED = _load("merge").MOCK_TO_DOCUMENTED
 
 GPUS = 2
 WORKERS = 4
@@ -58,7 +80,22 @@ MIXED = [
     ("H100-SXM5-80GB", {"4g.40gb": 1, "2g.20gb": 1, "1g.10gb": 1}),
     ("A30-24GB", {"2g.12gb": 1, "1g.6gb": 2}),
     ("A30-24GB", {"2g.12gb": 2, "1g.6gb": 1}),
+    # Hopper and Blackwell place by memory slices as the A100 does; go-nvml's mock placed them by compute slices (the
+    # 3g at (0,3) and (4,3), the double-memory 1g on any of 7 slots) and took the first five of these.
+    ("H100-80GB-HBM3", {"1g.20gb": 4, "3g.40gb": 1}),
+    ("H100-80GB-HBM3", {"3g.40gb": 2, "1g.10gb": 1}),
+    ("H100-80GB-HBM3", {"1g.20gb": 3, "2g.20gb": 1, "1g.10gb": 1}),
+    ("H200-141GB-HBM3e", {"3g.71gb": 2, "1g.18gb": 1}),
+    ("B200-180GB-HBM3e", {"3g.90gb": 2, "1g.23gb": 1}),
+    ("B200-180GB-HBM3e", {"4g.90gb": 1, "2g.45gb": 1, "1g.23gb": 1}),
+    ("H100-80GB-HBM3", {"3g.40gb": 1, "1g.20gb": 2}),
+    ("H200-141GB-HBM3e", {"4g.71gb": 1, "3g.71gb": 1}),
 ]
+
+
+def oracle(product, layout):
+    """The documents' verdict on ``layout`` ({profile: count}) on one GPU of ``product``: (fits, reason)."""
+    return documented.fits(DOCUMENTED[MOCK_TO_DOCUMENTED[gpu_products.canonical(product)]], layout)
 
 
 def _tools():
@@ -112,7 +149,10 @@ def test_mig_parted_creates_what_the_model_says_fits_and_refuses_one_more(tmp_pa
         results = list(pool.map(run, enumerate(cases)))
     rows, wrong = [], []
     for (product, profile, count), (ok, reason, made) in zip(cases, results):
-        fits = count <= mig.max_instances(product, profile)
+        fits = oracle(product, {profile: count})[0]
+        if fits != (count <= mig.max_instances(product, profile)):
+            wrong.append("%s %s x%d: the documents say %s, the model %s" % (
+                product, profile, count, "fits" if fits else "refused", "fits" if not fits else "refused"))
         if (product, profile) in MIG_PARTED_UNNAMEABLE:
             rows.append((product, profile, count, "fits" if fits else "refused", "applied" if ok else "failed",
                          "not compared: mig-parted reads %s as the smaller profile of that name" % profile))
@@ -141,11 +181,14 @@ def test_mixed_layouts_fit_as_the_model_places_them(tmp_path):
     rows, wrong = [], []
     for key, (product, devices) in enumerate(MIXED):
         names = [profile for profile, count in devices.items() for _n in range(count)]
+        fits, why = oracle(product, devices)
         try:
             nvml_state.place(product, names)
-            fits = True
+            model = True
         except nvml_state.NvmlStateError:
-            fits = False
+            model = False
+        if model != fits:
+            wrong.append("%s %s: the documents say %s (%s), the model %s" % (product, devices, fits, why, model))
         ok, reason, made = _apply(binary, mock, tmp_path, key, product, {_name(product, p): c for p, c in devices.items()})
         ids = _profile_ids(product)
         want = sorted(ids[name] for name in names)
@@ -154,9 +197,13 @@ def test_mixed_layouts_fit_as_the_model_places_them(tmp_path):
                      "applied" if ok else "failed", "same" if same else "DIFFER"))
         if not same:
             wrong.append("%s %s: model %s, mig-parted %s (%s), devices %s" % (product, devices, fits, ok, reason, json.dumps(made)))
-    print(text_table(rows, ("product", "layout per GPU", "model", "mig-parted", "")))
+    print(text_table(rows, ("product", "layout per GPU", "documents", "mig-parted", "")))
     assert not wrong, "\n".join(wrong)
     assert {row[2] for row in rows} == {"fits", "refused"}, "the cases cover both verdicts"
+    # the issue's example: 120 GB on an 80 GB H100, refused by the documents, the model and NVIDIA's mig-parted
+    assert ("H100-80GB-HBM3", "4x1g.20gb + 1x3g.40gb", "refused", "failed", "same") in rows
+    assert oracle("H100-80GB-HBM3", {"1g.20gb": 4, "3g.40gb": 1}) == (
+        False, "needs 12 of 8 memory slices (4 x 1g.20gb at 2 each + 3g.40gb at 4)")
 
 
 def test_a_profile_the_gpu_lacks_is_applied_as_nothing(tmp_path):
