@@ -164,6 +164,12 @@ def mig_cases():
         cases.append(_case(spelled, "mig-mixed", GPUS, two, "mixed", "%d x %s, %d x %s" % (len(two[0]), first, len(two[1]), last)))
         small = [profiles[0]] * mig.max_instances(product, profiles[0])
         cases.append(_case(spelled, "mig-single", GPUS, [small, small], "single", "%d x %s on both" % (len(small), profiles[0])))
+    # a node holding both profiles the plugin names alike (KNOWN_DIFFERENCES onto another profile of the same GPU)
+    for (product, profile), other in sorted(KNOWN_DIFFERENCES.items()):
+        if other in mig.profiles(product):
+            both = [[profile] * mig.max_instances(product, profile), [other] * mig.max_instances(product, other)]
+            cases.append(_case("NVIDIA-" + product, "mig-mixed", GPUS, both, "mixed",
+                               "%d x %s, %d x %s" % (len(both[0]), profile, len(both[1]), other)))
     product = mig.products()[0]
     spelled = "NVIDIA-" + product
     profile = list(mig.profiles(product))[0]
@@ -188,17 +194,25 @@ def model_resources(case):
 
 
 def plugin_named(product, resources):
-    """The model's ``resources`` with each profile of KNOWN_DIFFERENCES under the plugin's name; and what was renamed."""
+    """The model's ``resources`` with each profile of KNOWN_DIFFERENCES under the plugin's name; what was renamed; and
+    the names two of the model's resources collapse into ({plugin's name: {model's name: count}}).
+
+    A collapse is not a match: on a node holding both the mock's B200 1g.23gb and the real 1g.45gb, the plugin lists
+    one resource of both counts, and a comparison of sums would call that the same. The caller compares per name and
+    reports collapsed names apart."""
     product = gpu_products.canonical(product)
-    renamed, notes = {}, []
+    sources, notes = {}, []
     for name, count in resources.items():
         profile = name[len("nvidia.com/mig-"):] if name.startswith("nvidia.com/mig-") else None
         other = KNOWN_DIFFERENCES.get((product, profile))
+        target = name
         if other:
             notes.append("%s as %s" % (profile, other))
-            name = mig.resource_name(other)
-        renamed[name] = renamed.get(name, 0) + count
-    return renamed, ", ".join(notes)
+            target = mig.resource_name(other)
+        sources.setdefault(target, {})[name] = count
+    renamed = {target: sum(counts.values()) for target, counts in sources.items()}
+    collapsed = {target: counts for target, counts in sources.items() if len(counts) > 1}
+    return renamed, ", ".join(notes), collapsed
 
 
 @pytest.fixture(scope="module")
@@ -261,11 +275,16 @@ def comparison(tools, tmp_path_factory):
         assert proc.returncode == 0, "the device plugin failed on %s:\n%s" % (where, proc.stderr[-3000:])
         plugin = {name: value["devices"] for name, value in listed.items()}
         unhealthy = {name: value for name, value in listed.items() if value["healthy"] != value["devices"]}
-        model, renamed = plugin_named(case["product"], model_resources(case))
+        model, renamed, collapsed = plugin_named(case["product"], model_resources(case))
         differences = [(name, plugin.get(name, "(absent)"), model.get(name, "(absent)")) for name in sorted(set(plugin) | set(model))
-                       if plugin.get(name) != model.get(name)]
-        results.append(dict(case, where=where, plugin=plugin, model=model, renamed=renamed, unhealthy=unhealthy, differences=differences))
+                       if name not in collapsed and plugin.get(name) != model.get(name)]
+        # a collapsed name is compared per profile: the plugin's one count against each of the model's, never their sum
+        collapses = ["%s: the plugin lists %s, the model %s" % (name, plugin.get(name, "(absent)"), ", ".join(
+            "%s %d" % (profile, count) for profile, count in sorted(counts.items()))) for name, counts in sorted(collapsed.items())]
+        results.append(dict(case, where=where, plugin=plugin, model=model, renamed=renamed, unhealthy=unhealthy, differences=differences,
+                            collapsed=collapsed, collapses=collapses))
     rows = [(r["product"], r["config"] or "(defaults)", r["gpus"], r["strategy"] or "-", r["layout"], _show(r["plugin"]),
+             ("COLLAPSED: " + "; ".join(r["collapses"])) if r["collapses"] else
              "same" if not r["differences"] else "DIFFERS: model " + _show(r["model"]), r["renamed"]) for r in results]
     table = text_table(rows, ("product", "config", "gpus", "MIG strategy", "MIG devices (GPU 0, GPU 1)", "NVIDIA's plugin lists", "model",
                               "plugin's profile name"))
@@ -290,6 +309,25 @@ def test_the_plugin_advertises_the_models_resources_for_every_case(comparison):
     rows = [(r["where"], name, plugin, model) for r in failing for name, plugin, model in r["differences"]]
     assert not failing, "%d of %d cases differ from NVIDIA's device plugin:\n%s" % (
         len(failing), len(comparison), text_table(rows, ("case", "resource", "plugin", "model")))
+
+
+def test_two_profiles_the_plugin_names_alike_are_shown_collapsed_not_matched(comparison):
+    """Where the mock's memory figures make go-nvlib give two profiles of one GPU the same name (the mock's H200 1g.18gb
+    and the real 1g.35gb both become 1g.35gb, the B200's 1g.23gb and 1g.45gb both 1g.45gb), a node holding both is
+    listed with one resource: those cases are reported as collapsed, never counted as the same. They are exactly the
+    cases whose layout holds both profiles, and the plugin's one count there is the devices of both."""
+    collapsed = [r for r in comparison if r["collapsed"]]
+    both = []
+    for r in comparison:
+        held = {profile for gpu in (r["devices"] or []) for profile in (gpu or [])}
+        product = gpu_products.canonical(r["product"])
+        if r["strategy"] == "mixed" and any((product, profile) in KNOWN_DIFFERENCES and KNOWN_DIFFERENCES[(product, profile)] in held
+                                            for profile in held):
+            both.append(r["where"])
+    assert [r["where"] for r in collapsed] == both and both, (both, [r["collapses"] for r in collapsed])
+    for r in collapsed:
+        for name, counts in r["collapsed"].items():
+            assert r["plugin"].get(name) == sum(counts.values()), r["collapses"]
 
 
 def test_every_device_the_plugin_lists_is_healthy(comparison):
