@@ -27,6 +27,7 @@ import subprocess
 import time
 
 import pytest
+import yaml
 from kubernetes import client
 
 from conftest import built_tool, kubectl_of
@@ -481,6 +482,41 @@ def test_layout_the_gpus_cannot_hold_fails_with_the_reason(cluster):
         assert not gpus(core, name).get("nvidia.com/mig-1g.10gb")
     finally:
         core.delete_node(name)
+
+
+def test_an_h100_layout_beyond_its_memory_fails_as_on_hardware_and_keeps_the_earlier_devices(cluster):
+    """Issue 40's layout, written by hand into the ClusterPolicy's mig-parted ConfigMap (the roles take one profile per
+    node): 4 x 1g.20gb + 3g.40gb asks 12 of an H100's 8 memory slices (NVIDIA's MIG User Guide: 1g.20gb at
+    {0,2,4,6}:2, 3g.40gb at {0,4}:4). An H100 node running 7 x 1g.10gb is labelled with it: NVIDIA's mig-parted over our
+    mock fails (state failed, its own reason) and the node keeps advertising what it had."""
+    core = cluster.core
+    name, product = "it-h100", "NVIDIA-H100-80GB-HBM3"
+    key = "config.yaml"
+    configmap = "gpushare-mig-parted-config"
+    original = core.read_namespaced_config_map(configmap, NS).data[key]
+    layouts = yaml.safe_load(original)
+    layouts["mig-configs"]["it-h100-7x1g.10gb"] = [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]
+    layouts["mig-configs"]["it-h100-beyond-memory"] = [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.20gb": 4, "3g.40gb": 1}}]
+    core.patch_namespaced_config_map(configmap, NS, {"data": {key: yaml.safe_dump(layouts, sort_keys=False)}})
+    core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": name, "annotations": {"kwok.x-k8s.io/node": "fake", "gpushare.k8s/gpus": "1", "gpushare.k8s/gpu-product": product},
+        "labels": {"kubernetes.io/hostname": name, "type": "kwok", MIG_CONFIG_LABEL: "it-h100-7x1g.10gb"}}})
+    try:
+        wait_until(lambda: labels(core, name).get(STATE_LABEL) == "success" and gpus(core, name).get("nvidia.com/mig-1g.10gb") == "7",
+                   timeout=WAIT, what=f"{name}: 7 x 1g.10gb applied and advertised")
+        before = gpus(core, name)
+        core.patch_node(name, {"metadata": {"labels": {MIG_CONFIG_LABEL: "it-h100-beyond-memory"}}})
+        wait_until(lambda: labels(core, name).get(STATE_LABEL) == "failed", timeout=WAIT, what=f"{name} mig.config.state=failed")
+        reason = json.loads(core.read_node(name).metadata.annotations["gpushare.k8s/mig-failure"])["reason"]
+        # NVIDIA's mig-parted's own words: it tried its orders of the five instances, the mock refused the last of each
+        # (no documented placement holds it): "Error creating GPU instance for '3g.40gb': ERROR_INSUFFICIENT_RESOURCES
+        # ... error attempting multiple config orderings: all orderings failed"
+        assert "Error creating GPU instance for" in reason and "ERROR_INSUFFICIENT_RESOURCES" in reason, reason
+        assert "all orderings failed" in reason, reason
+        assert gpus(core, name) == before, (before, gpus(core, name))
+    finally:
+        core.delete_node(name)
+        core.patch_namespaced_config_map(configmap, NS, {"data": {key: original}})
 
 
 def test_standin_stopped_step2_fails_clearly_test_as_operator_passes_restart_completes(cluster, root, tmp_path):
