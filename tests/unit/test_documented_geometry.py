@@ -21,13 +21,14 @@ import copy
 import importlib.util
 import itertools
 import json
+import re
 import warnings
 from pathlib import Path
 
 import pytest
 import yaml
 
-from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import tables
+from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import mig, tables
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tools" / "gpu-tables" / "mig-geometry.yaml"
@@ -318,6 +319,44 @@ def test_the_tables_and_the_documents_judge_every_layout_alike(mock_product):
         assert allows(tables.PRODUCTS[mock_product]["mig_profiles"], layout) == documented.fits(product, layout)[0], layout
         compared += 1
     assert compared > 100
+
+
+def _model(product, layout):
+    """What the roles decide of a layout (``mig.fit_devices``, which every node's ``mig.devices`` goes through): ``None``
+    when it fits, else the refusal."""
+    try:
+        mig.fit_devices(product, layout, "n.mig")
+    except mig.MigError as exc:
+        return str(exc)
+    return None
+
+
+@pytest.mark.parametrize("mock_product", sorted(MOCK_TO_DOCUMENTED))
+def test_the_roles_refuse_exactly_the_layouts_the_documents_refuse_naming_the_same_slices(mock_product):
+    """Every layout of up to 7 instances (without +me): the model the roles use refuses it exactly when the documented
+    placements cannot hold it, and names the slices the documents' search counts ("needs 12 of 8 memory slices" is "they
+    need 12 of its 8 memory slices")."""
+    product = PRODUCTS[MOCK_TO_DOCUMENTED[mock_product]]
+    refused = 0
+    for layout in _layouts(product):
+        fits, reason = documented.fits(product, layout)
+        refusal = _model(mock_product, layout)
+        assert (refusal is None) == fits, (layout, reason, refusal)
+        if not fits:
+            refused += 1
+            counted = re.findall(r"needs ([0-9]+) of ([0-9]+) (compute|memory) slices \(", reason)
+            assert refusal.startswith("n.mig.devices: "), refusal
+            if counted:
+                assert any("need %s of its %s %s slices" % found in refusal for found in counted), (reason, refusal)
+    assert refused > 100
+
+
+def test_the_issues_layout_is_refused_by_the_roles_naming_the_memory_it_needs():
+    assert _model("H100-80GB-HBM3", {"1g.20gb": 4, "3g.40gb": 1}) == (
+        "n.mig.devices: 4 x 1g.20gb + 1 x 3g.40gb do not fit one H100-80GB-HBM3: they need 12 of its 8 memory slices (4 x 1g.20gb "
+        "at 2 each + 3g.40gb at 4): 122880 MiB of memory, the GPU has 81920 MiB. Fix: use at most 8 memory slices per GPU (per "
+        "instance: 1g.10gb 1, 1g.20gb 2, 2g.20gb 2, 3g.40gb 4, 4g.40gb 4, 7g.80gb 8), or spread the layout over more GPUs")
+    assert _model("H100-80GB-HBM3", {"1g.20gb": 2, "3g.40gb": 1}) is None
 
 
 @pytest.mark.parametrize("mock_product", HOPPER_AND_BLACKWELL)

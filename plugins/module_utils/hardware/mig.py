@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from . import nvml_state as _nvml
 from . import products as _products
 from ..errors import InputError, is_int as _is_int
 
@@ -21,6 +22,8 @@ __all__ = [
     "NODE_MIG_KEYS",
     "MigError",
     "canonical_product",
+    "fit_devices",
+    "layout_resources",
     "max_instances",
     "node_mig",
     "mig_resources",
@@ -139,24 +142,91 @@ def validate_layout(product, profile, count, where=None):
     return count
 
 
-# A node's ``mig`` block: the product, the profile, how many of its GPUs (default all) and instances per GPU (default
-# the full layout).
-NODE_MIG_KEYS = ("product", "profile", "gpus", "count")
+# A node's ``mig`` block: the product, then the profile (and instances per GPU, default the full layout) or several
+# profiles at once (``devices``: ``{profile: instances per GPU}``, mig-parted's ``mig-devices``), and how many of its GPUs
+# (default all) carry them.
+NODE_MIG_KEYS = ("product", "profile", "gpus", "count", "devices")
+
+
+def _describe_devices(devices, geometry, unit):
+    """``4 x 1g.20gb at 2 each + 3g.40gb at 4``: what each profile of ``devices`` takes of ``unit`` (compute or memory)."""
+    parts = []
+    for profile, count in devices.items():
+        size = geometry["profiles"][profile][unit]
+        parts.append("%s at %d" % (profile, size) if count == 1 else "%d x %s at %d each" % (count, profile, size))
+    return " + ".join(parts)
+
+
+def _costs(geometry, unit):
+    return ", ".join("%s %d" % (name, profile[unit]) for name, profile in geometry["profiles"].items())
+
+
+def fit_devices(product, devices, where=None):
+    """Check that the MIG devices ``devices`` (``{profile: instances}``) fit one GPU of ``product`` together, as the GPU
+    places them; return them as ``{profile: instances}`` in the tables' order (smallest profile first).
+
+    A GPU instance takes its profile's compute slices and memory slices at one of NVIDIA's placements (``nvidia-smi mig
+    -lgipp``; :func:`partition_geometry`). Refused, naming the field and what the layout needs: a profile the product
+    lacks, more memory or compute slices than the GPU has (the memory in MiB beside the slices), or no placement holding
+    them all at once (more instances of one profile than one GPU holds ends in one of these). Raises :class:`MigError`.
+    """
+    canonical = canonical_product(product, where)
+    path = _path(where, "devices")
+    example = "write {profile: instances per GPU}, e.g. {1g.10gb: 4, 3g.40gb: 1}"
+    if not isinstance(devices, dict) or not devices:
+        raise MigError(path, "must be a non-empty mapping of MIG profile to instances per GPU, got %s" % _show(devices), example)
+    geometry = partition_geometry(canonical)
+    table = geometry["profiles"]
+    for profile, count in devices.items():
+        if profile not in table:
+            raise MigError(_path(path, str(profile)), "%s is not a MIG profile of %s" % (_show(profile), canonical),
+                           "use profiles of %s (max instances per GPU): %s" % (canonical, _profile_list(canonical)))
+        if not _is_int(count) or count < 1:
+            raise MigError(_path(path, profile), "must be a whole number of instances of at least 1, got %s" % _show(count),
+                           "give the instances per GPU, or leave the profile out")
+    ordered = {name: devices[name] for name in table if name in devices}
+    shown = " + ".join("%d x %s" % (count, name) for name, count in ordered.items())
+    gpu_mib = _products.memory_mib(canonical)
+    for unit, have in (("memory", geometry["memory_slices"]), ("compute", geometry["compute_slices"])):
+        need = sum(count * table[name][unit] for name, count in ordered.items())
+        if need > have:
+            memory = ""
+            if unit == "memory":
+                memory = ": %d MiB of memory, the GPU has %d MiB" % (sum(count * table[name]["memory_mib"] for name, count in ordered.items()), gpu_mib)
+            raise MigError(path, "%s do not fit one %s: they need %d of its %d %s slices (%s)%s"
+                           % (shown, canonical, need, have, unit, _describe_devices(ordered, geometry, unit), memory),
+                           "use at most %d %s slices per GPU (per instance: %s), or spread the layout over more GPUs"
+                           % (have, unit, _costs(geometry, unit)))
+    try:
+        _nvml.place(canonical, [name for name, count in ordered.items() for _index in range(count)], path)
+    except _nvml.NvmlStateError:
+        where_each = "; ".join("%s at %s" % (name, ", ".join("%d-%d" % (start, start + table[name]["memory"] - 1) for start in table[name]["placements"]))
+                               for name in ordered)
+        raise MigError(path, "%s do not fit one %s: no placement holds them all at once (NVIDIA's placements, in memory slices: %s)"
+                       % (shown, canonical, where_each), "choose instances whose placements leave room for each other, or fewer of them")
+    return ordered
 
 
 def node_mig(mig, where, node_gpus=None):
     """A node's ``mig`` block (:data:`NODE_MIG_KEYS`) read once, for every use: the lab's advertised resources, the
-    operator's mig-parted layout and the node pools resolved to nodes. Returns ``{"product", "profile", "gpus",
-    "count"}``: ``gpus`` (default ``node_gpus``) from 1 to the node's GPUs, ``count`` the instances per GPU (default the
-    product's full layout). Raises :class:`MigError` naming the field (``where`` is the block's path)."""
+    operator's mig-parted layout and the node pools resolved to nodes. Returns ``{"product", "gpus", "devices",
+    "profile", "count"}``: ``gpus`` (default ``node_gpus``) from 1 to the node's GPUs; ``devices`` the instances per GPU
+    of each profile (:func:`fit_devices`); ``profile`` and ``count`` the one profile and its instances (``count``
+    defaults to the product's full layout), both ``None`` for a layout of several profiles. A key whose value is
+    ``None`` is absent (an argument spec fills them in). Raises :class:`MigError` naming the field (``where`` is the
+    block's path)."""
     if not isinstance(mig, dict):
         raise MigError(where, "must be a mapping with product, profile and gpus", "write e.g. {product: NVIDIA-A100-SXM4-80GB, profile: 1g.10gb, gpus: 1}")
     for key in mig:
         if key not in NODE_MIG_KEYS:
             raise MigError(_path(where, key), "unknown key", "use only %s" % ", ".join(NODE_MIG_KEYS))
-    for key in ("product", "profile"):
-        if key not in mig:
-            raise MigError(_path(where, key), "missing", "add the GPU %s, e.g. %s" % (key, "NVIDIA-A100-SXM4-80GB" if key == "product" else "1g.10gb"))
+    mig = {key: value for key, value in mig.items() if value is not None}
+    if "product" not in mig:
+        raise MigError(_path(where, "product"), "missing", "add the GPU product, e.g. NVIDIA-A100-SXM4-80GB")
+    if "devices" in mig and ("profile" in mig or "count" in mig):
+        raise MigError(_path(where, "devices"), "goes without profile and count", "give one profile (profile, count) or several (devices)")
+    if "devices" not in mig and "profile" not in mig:
+        raise MigError(_path(where, "profile"), "missing", "add the MIG profile, e.g. 1g.10gb, or several as devices: {1g.10gb: 4, 3g.40gb: 1}")
     gpus = mig.get("gpus", node_gpus)
     if gpus is None:
         raise MigError(_path(where, "gpus"), "missing", "add the number of MIG-partitioned GPUs, e.g. gpus: 1")
@@ -166,12 +236,22 @@ def node_mig(mig, where, node_gpus=None):
             "%d MIG GPUs but the node has only %d physical GPU%s" % (gpus, node_gpus, "" if node_gpus == 1 else "s"),
             "use at most %d" % node_gpus,
         )
-    most = max_instances(mig["product"], mig["profile"], where)
-    count = most if mig.get("count") is None else validate_layout(mig["product"], mig["profile"], mig["count"], where)
+    if "devices" in mig:
+        devices = fit_devices(mig["product"], mig["devices"], where)
+    else:
+        most = max_instances(mig["product"], mig["profile"], where)
+        count = most if mig.get("count") is None else validate_layout(mig["product"], mig["profile"], mig["count"], where)
+        devices = {mig["profile"]: count}
     if not _is_int(gpus) or gpus < 1:
         raise MigError(_path(where, "gpus"), "must be a whole number of 1 or more MIG-partitioned GPUs, got %s" % _show(gpus),
                        "give how many of the node's GPUs to partition, e.g. gpus: 1, or remove the mig block")
-    return {"product": mig["product"], "profile": mig["profile"], "gpus": gpus, "count": count}
+    profile, count = next(iter(devices.items())) if len(devices) == 1 else (None, None)
+    return {"product": mig["product"], "profile": profile, "gpus": gpus, "count": count, "devices": devices}
+
+
+def layout_resources(spec, where=None):
+    """``{nvidia.com/mig-<profile>: gpus x instances}`` for every profile of a layout :func:`node_mig` read."""
+    return {resource_name(profile, where): spec["gpus"] * count for profile, count in spec["devices"].items()}
 
 
 def mig_resources(product, profile, gpus, count_per_gpu=None, where=None):

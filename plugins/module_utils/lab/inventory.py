@@ -262,8 +262,7 @@ def render_configs(configs):
 def mig_spec(mig, where, node_gpus=None):
     """``{nvidia.com/mig-<profile>: gpus x count}`` of a ``{product, profile, gpus?, count?}`` layout at ``where``
     (:func:`mig.node_mig` reads the block)."""
-    spec = _mig.node_mig(mig, where, node_gpus)
-    return _mig.mig_resources(spec["product"], spec["profile"], spec["gpus"], spec["count"], where=where)
+    return _mig.layout_resources(_mig.node_mig(mig, where, node_gpus), where)
 
 
 def node_gpu_resources(node, configs=None):
@@ -277,8 +276,7 @@ def node_gpu_resources(node, configs=None):
 def _advertised(model, configs):
     """What a device-plugin node of the model (:class:`gpu_node.GpuNode`) advertises."""
     if model.sharing == "mig":
-        spec = model.mig
-        return _mig.mig_resources(spec["product"], spec["profile"], spec["gpus"], spec["count"], where="%s.mig" % (model.name or "node"))
+        return _mig.layout_resources(model.mig, "%s.mig" % (model.name or "node"))
     if model.sharing == "whole":
         return {_dp.DEFAULT_RESOURCE: model.gpus}
     return _dp.advertised_resources(config(configs[model.config], str(model.config)), model.gpus)

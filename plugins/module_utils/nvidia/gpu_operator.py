@@ -115,28 +115,33 @@ def layout_name(node):
     ``all-<profile>`` when every GPU carries the product's full layout (the name upstream's default
     config uses); otherwise ``<profile>-x<count>-on-<mig gpus>-of-<gpus>``.
     """
-    return _layout_name(_node_mig(node), node["gpus"])
+    return _layout_name(_node_mig(node), node["gpus"], "%s.mig" % node.get("name", "node"))
 
 
 def _node_mig(node):
     return _mig.node_mig(node["mig"], "%s.mig" % node.get("name", "node"), node["gpus"])
 
 
-def _layout_name(spec, gpus):
-    if spec["gpus"] == gpus and spec["count"] == _mig.max_instances(spec["product"], spec["profile"]):
+def _layout_name(spec, gpus, where):
+    if spec["profile"] is not None and spec["gpus"] == gpus and spec["count"] == _mig.max_instances(spec["product"], spec["profile"]):
         return "all-%s" % spec["profile"]
-    return "%s-x%d-on-%d-of-%d" % (spec["profile"], spec["count"], spec["gpus"], gpus)
+    name = "%s-on-%d-of-%d" % ("-".join("%s-x%d" % item for item in spec["devices"].items()), spec["gpus"], gpus)
+    if len(name) > 63:
+        raise OperatorError(where + ".devices", "the layout's name %s is longer than a label value may be (63)" % name,
+                            "use fewer profiles in one layout")
+    return name
 
 
 def node_layout(node):
     """``(name, entries)``: the mig-parted layout of an inventory node with ``mig`` (validated by :func:`mig.node_mig`).
 
     The first ``mig.gpus`` GPUs carry ``mig.count`` (default: the full layout) instances of the
-    profile; the node's other GPUs are MIG-enabled with no instances (they advertise nothing).
+    profile, or the instances of ``mig.devices``; the node's other GPUs are MIG-enabled with no instances (they
+    advertise nothing).
     """
     spec = _node_mig(node)
-    gpus, mig_gpus, devices = node["gpus"], spec["gpus"], {spec["profile"]: spec["count"]}
-    name = _layout_name(spec, gpus)
+    gpus, mig_gpus, devices = node["gpus"], spec["gpus"], dict(spec["devices"])
+    name = _layout_name(spec, gpus, "%s.mig" % node.get("name", "node"))
     if mig_gpus == gpus:
         return name, [{"devices": "all", "mig-enabled": True, "mig-devices": devices}]
     return name, [
@@ -188,7 +193,8 @@ def apply_layout(product, gpus, entries):
 
     Returns a list, one item per GPU: ``{"mig": bool, "devices": {profile: count}}``. Raises
     :class:`LayoutError` with the reason when the GPUs cannot hold the layout (the MIG manager's
-    ``failed``): an index the node lacks, a profile the product lacks, more instances than fit.
+    ``failed``): an index the node lacks, a profile the product lacks, more instances than fit (several profiles on
+    one GPU: more memory or compute slices than it has, or no placement holding them all, :func:`mig.fit_devices`).
     """
     state = [{"mig": False, "devices": {}} for _index in range(gpus)]
     if not isinstance(entries, list) or not entries:
@@ -216,8 +222,11 @@ def apply_layout(product, gpus, entries):
         if instances and not enabled:
             raise LayoutError("%s asks for MIG devices on GPUs with MIG disabled" % where)
         if len(instances) > 1:
-            raise LayoutError("%s mixes profiles (%s) on one GPU; only one profile per GPU is modelled" % (where, ", ".join(sorted(instances))))
-        for profile, count in instances.items():
+            try:
+                _mig.fit_devices(product, instances)
+            except _mig.MigError as exc:
+                raise LayoutError("%s: %s" % (where, exc.problem)) from None
+        for profile, count in instances.items() if len(instances) == 1 else ():
             try:
                 _mig.validate_layout(product, profile, count)
             except _mig.MigError as exc:

@@ -5,7 +5,8 @@
 """Node pools chosen by Kubernetes label selectors, resolved against the cluster's nodes. No Ansible import.
 
 A pool is ``{name, selector, config}`` (every matched node runs that device-plugin config) or
-``{name, selector, mig: {profile[, gpus]} | {layout}}`` (every matched node gets that MIG layout). ``selector`` is a
+``{name, selector, mig: {profile[, gpus]} | {devices[, gpus]} | {layout}}`` (every matched node gets that MIG layout:
+one profile, or several at once as ``devices: {profile: instances per GPU}``, checked against each node's product). ``selector`` is a
 Kubernetes ``LabelSelector`` (``matchLabels`` and ``matchExpressions`` with ``In``, ``NotIn``, ``Exists``,
 ``DoesNotExist``, all ANDed; an empty selector matches every node), read as the API server reads it.
 
@@ -26,7 +27,7 @@ __all__ = ["PoolError", "validate_selector", "selector_matches", "validate_pools
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 SELECTOR_KEYS = ("matchLabels", "matchExpressions")
 POOL_KEYS = ("name", "selector", "config", "mig")
-MIG_KEYS = ("profile", "gpus", "layout")
+MIG_KEYS = ("profile", "gpus", "layout", "devices")
 HARDWARE_GPUS_ANNOTATION = _names.HARDWARE_GPUS_ANNOTATION
 HARDWARE_PRODUCT_ANNOTATION = _names.HARDWARE_PRODUCT_ANNOTATION
 GPU_COUNT_LABEL = _names.COUNT_LABEL
@@ -194,20 +195,32 @@ def validate_pools(pools, configs=None, field="gpushare_node_pools"):
 
 def _validate_mig(mig, path):
     if not isinstance(mig, dict):
-        raise PoolError(path, "must be a mapping {profile[, gpus]} or {layout}, got %r" % (mig,), "write e.g. {profile: 1g.10gb}")
+        raise PoolError(path, "must be a mapping {profile[, gpus]}, {devices[, gpus]} or {layout}, got %r" % (mig,), "write e.g. {profile: 1g.10gb}")
     unknown = sorted(str(k) for k in mig if k not in MIG_KEYS)
     if unknown:
         raise PoolError(path, "unknown field%s %s" % ("s" if len(unknown) > 1 else "", ", ".join(unknown)),
-                        "a pool's mig has profile (and optionally gpus) or layout; the product is read from each node")
-    if ("profile" in mig) == ("layout" in mig):
-        raise PoolError(path, "needs exactly one of profile and layout", "write {profile: 1g.10gb} or {layout: all-1g.10gb}")
+                        "a pool's mig has profile or devices (and optionally gpus), or layout; the product is read from each node")
+    if sum(key in mig for key in ("profile", "devices", "layout")) != 1:
+        raise PoolError(path, "needs exactly one of profile, devices and layout",
+                        "write {profile: 1g.10gb}, {devices: {1g.10gb: 4, 3g.40gb: 1}} or {layout: all-1g.10gb}")
     if "layout" in mig:
         layout = mig["layout"]
         if "gpus" in mig:
-            raise PoolError(path + ".gpus", "goes with profile, not layout", "write {profile: <p>, gpus: <n>}")
+            raise PoolError(path + ".gpus", "goes with profile or devices, not layout", "write {profile: <p>, gpus: <n>}")
         if not isinstance(layout, str) or not layout.startswith("all-") or layout == "all-disabled" or len(layout) <= 4:
             raise PoolError(path + ".layout", "%r is not a layout this collection writes" % (layout,),
                             "use all-<profile> (every GPU split into that profile), or profile and gpus")
+    elif "devices" in mig:
+        devices = mig["devices"]
+        if not isinstance(devices, dict) or not devices:
+            raise PoolError(path + ".devices", "must be a non-empty mapping of MIG profile to instances per GPU, got %r" % (devices,),
+                            "write e.g. {1g.10gb: 4, 3g.40gb: 1}")
+        for profile, count in devices.items():
+            if not isinstance(profile, str) or not profile:
+                raise PoolError(path + ".devices", "%r is not a MIG profile name" % (profile,), "write e.g. 1g.10gb")
+            if not _is_int(count) or count < 1:
+                raise PoolError("%s.devices.%s" % (path, profile), "must be a whole number of instances of at least 1, got %r" % (count,),
+                                "give the instances per GPU, or leave the profile out")
     elif not isinstance(mig["profile"], str) or not mig["profile"]:
         raise PoolError(path + ".profile", "%r is not a MIG profile name" % (mig["profile"],), "write e.g. 1g.10gb")
     if "gpus" in mig and (not _is_int(mig["gpus"]) or mig["gpus"] < 1):
@@ -303,8 +316,11 @@ def _entry(pool, node, field):
         return ("%s: node %s (pool %s) reports no GPU product (neither %s nor %s), which its MIG layout needs. "
                 "Fix: wait until the GPU Operator has labelled the node." % ((field, name, pool["name"]) + sources))
     mig = pool["mig"]
-    profile = mig["layout"][len("all-"):] if "layout" in mig else mig["profile"]
-    entry["mig"] = {"product": product, "profile": profile, "gpus": mig.get("gpus", gpus)}
+    entry["mig"] = {"product": product, "gpus": mig.get("gpus", gpus)}
+    if "devices" in mig:
+        entry["mig"]["devices"] = dict(mig["devices"])
+    else:
+        entry["mig"]["profile"] = mig["layout"][len("all-"):] if "layout" in mig else mig["profile"]
     return entry
 
 

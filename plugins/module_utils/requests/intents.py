@@ -106,11 +106,14 @@ def _gives(pool, configs, path):
     """``[(intent, resource, max or None, note)]``: what one pool gives, from the config model or the MIG model."""
     if "mig" in pool:
         mig = pool["mig"]
-        if "profile" not in mig:
+        if "profile" not in mig and "devices" not in mig:
             raise IntentError(path + ".mig", "names a layout (%s), not a profile" % mig.get("layout"),
                               "give the pool's MIG profile ({profile: 1g.10gb}) so its resource name is known")
-        resource = _mig.resource_name(mig["profile"], where=path + ".mig")
-        return [(ISOLATED, resource, None, "MIG " + mig["profile"]), (mig["profile"], resource, None, "MIG " + mig["profile"])]
+        gives = []
+        for profile in [mig["profile"]] if "profile" in mig else list(mig["devices"]):
+            resource = _mig.resource_name(profile, where=path + ".mig")
+            gives += [(ISOLATED, resource, None, "MIG " + profile), (profile, resource, None, "MIG " + profile)]
+        return gives
     name = pool["config"]
     config = _config(configs[name], name)
     strategy, resources, block = _dp.sharing_block(config)
@@ -377,7 +380,7 @@ def dra_pools(nodes, default_product=None, node_labels=None, taints=None):
 
 def lab_pools(nodes, config_label=CONFIG_LABEL):
     """The lab inventory's nodes (``gpushare_nodes``) as pools: one per config (selected by ``config_label``), one per
-    MIG profile (selected by the nodes' hostnames: the lab's MIG nodes carry no config label)."""
+    MIG profile or set of profiles (selected by the nodes' hostnames: the lab's MIG nodes carry no config label)."""
     if not isinstance(nodes, (list, tuple)):
         raise IntentError("nodes", "must be the list of inventory nodes", "give gpushare_nodes")
     configs, migs = {}, {}
@@ -385,15 +388,20 @@ def lab_pools(nodes, config_label=CONFIG_LABEL):
         if not isinstance(node, dict) or not node.get("name"):
             raise IntentError("nodes", "each node needs a name, got %r" % (node,), "give gpushare_nodes")
         if node.get("mig"):
-            migs.setdefault(node["mig"].get("profile"), []).append(str(node["name"]))
+            mig = node["mig"]
+            devices = mig.get("devices") if isinstance(mig.get("devices"), dict) and mig.get("devices") else None
+            key = tuple(sorted(str(profile) for profile in devices)) if devices else mig.get("profile")
+            migs.setdefault(key, ({"devices": dict(devices)} if devices else {"profile": key}, []))[1].append(str(node["name"]))
         elif node.get("config"):
             configs.setdefault(str(node["config"]), []).append(str(node["name"]))
     pools = [{"name": name.lower().replace("_", "-").replace(".", "-"), "selector": {"matchLabels": {config_label: name}}, "config": name}
              for name in sorted(configs)]
-    for profile in sorted(migs, key=str):
-        pools.append({"name": "mig-" + str(profile).replace(".", "-").replace("+", "-"),
-                      "selector": {"matchExpressions": [{"key": HOSTNAME_LABEL, "operator": "In", "values": sorted(migs[profile])}]},
-                      "mig": {"profile": profile}})
+    for key in sorted(migs, key=str):
+        mig, names = migs[key]
+        name = "-".join(key) if isinstance(key, tuple) else str(key)
+        pools.append({"name": "mig-" + name.replace(".", "-").replace("+", "-"),
+                      "selector": {"matchExpressions": [{"key": HOSTNAME_LABEL, "operator": "In", "values": sorted(names)}]},
+                      "mig": mig})
     return pools
 
 

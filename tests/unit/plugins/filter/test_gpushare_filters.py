@@ -209,7 +209,7 @@ def test_gpu_offenders():
         pytest.param(
             "mig_resources",
             ({"product": "A100-SXM4-80GB", "profil": "1g.10gb", "gpus": 1},),
-            "mig.profil: unknown key. Fix: use only product, profile, gpus, count",
+            "mig.profil: unknown key. Fix: use only product, profile, gpus, count, devices",
             id="mig-unknown-key",
         ),
         pytest.param(

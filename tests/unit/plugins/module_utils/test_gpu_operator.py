@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -70,8 +71,11 @@ def test_layout_the_product_cannot_hold_fails_with_the_reason():
         op.apply_layout("NVIDIA-A100-SXM4-40GB", 2, [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}])
     with pytest.raises(op.LayoutError, match="names GPU 2, but the node has 2 GPUs"):
         op.apply_layout(A100_80, 2, [{"devices": [2], "mig-enabled": True, "mig-devices": {}}])
-    with pytest.raises(op.LayoutError, match="mixes profiles"):
-        op.apply_layout(A100_80, 1, [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 3, "2g.20gb": 1}}])
+    # several profiles on one GPU: what NVIDIA's placements hold together, else what the layout needs
+    assert op.apply_layout(A100_80, 1, [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 3, "2g.20gb": 1}}]) == [
+        {"mig": True, "devices": {"1g.10gb": 3, "2g.20gb": 1}}]
+    with pytest.raises(op.LayoutError, match=re.escape("entry 0: 4 x 1g.20gb + 1 x 3g.40gb do not fit one A100-SXM4-80GB: they need 12 of its 8 memory slices")):
+        op.apply_layout(A100_80, 1, [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.20gb": 4, "3g.40gb": 1}}])
     with pytest.raises(op.LayoutError, match="MIG disabled"):
         op.apply_layout(A100_80, 1, [{"devices": "all", "mig-enabled": False, "mig-devices": {"1g.10gb": 1}}])
 

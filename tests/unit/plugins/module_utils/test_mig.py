@@ -203,6 +203,19 @@ def test_mig_errors(call, path, message):
     pytest.param({"product": "A100-SXM4-80GB", "profile": "1g.10gb", "count": 8}, 2, "n.mig.count", "do not fit", id="count"),
     pytest.param({"product": "A100-SXM4-80GB", "profile": "9g.99gb"}, 2, "n.mig.profile", "is not a MIG profile", id="profile"),
     pytest.param({"product": "A100-SXM4-80GB", "profile": "1g.10gb", "size": 1}, 2, "n.mig.size", "unknown key", id="unknown-key"),
+    pytest.param({"product": "H100-80GB-HBM3", "devices": {"1g.20gb": 4, "3g.40gb": 1}}, 1, "n.mig.devices",
+                 "they need 12 of its 8 memory slices (4 x 1g.20gb at 2 each + 3g.40gb at 4): 122880 MiB of memory, the GPU has 81920 MiB",
+                 id="devices-beyond-memory"),
+    pytest.param({"product": "A100-SXM4-80GB", "devices": {"4g.40gb": 1, "2g.20gb": 2}}, 2, "n.mig.devices",
+                 "they need 8 of its 7 compute slices (2 x 2g.20gb at 2 each + 4g.40gb at 4)", id="devices-beyond-compute"),
+    pytest.param({"product": "A100-SXM4-80GB", "devices": {"1g.10gb": 8}}, 2, "n.mig.devices", "8 of its 7 compute slices", id="devices-one-too-many"),
+    pytest.param({"product": "A100-SXM4-80GB", "devices": {"1g.20gb": 1}, "profile": "1g.10gb"}, 2, "n.mig.devices", "goes without profile",
+                 id="devices-and-profile"),
+    pytest.param({"product": "A100-SXM4-80GB", "devices": {"9g.99gb": 1}}, 2, "n.mig.devices.9g.99gb", "is not a MIG profile of A100-SXM4-80GB",
+                 id="devices-unknown-profile"),
+    pytest.param({"product": "A100-SXM4-80GB", "devices": {"1g.10gb": 0}}, 2, "n.mig.devices.1g.10gb", "at least 1", id="devices-zero"),
+    pytest.param({"product": "A100-SXM4-80GB", "devices": {}}, 2, "n.mig.devices", "non-empty mapping", id="devices-empty"),
+    pytest.param({"product": "A100-SXM4-80GB"}, 2, "n.mig.profile", "missing", id="no-profile"),
 ])
 def test_one_reading_of_a_nodes_mig_block_for_the_lab_and_the_operator(mig, node_gpus, path, problem):
     """The advertised resources (inventory.mig_spec) and the operator's mig-parted layout (gpu_operator.node_layout)
@@ -223,5 +236,24 @@ def test_a_nodes_mig_block_defaults_to_every_gpu_and_the_full_layout():
     from ansible_collections.gpushare.k8s.plugins.module_utils.hardware.mig import node_mig
 
     assert node_mig({"product": "A30-24GB", "profile": "1g.6gb"}, "n.mig", 2) == {
-        "product": "A30-24GB", "profile": "1g.6gb", "gpus": 2, "count": 4}
+        "product": "A30-24GB", "profile": "1g.6gb", "gpus": 2, "count": 4, "devices": {"1g.6gb": 4}}
     assert node_mig({"product": "A30-24GB", "profile": "1g.6gb", "gpus": 1, "count": 2}, "n.mig", 2)["count"] == 2
+
+
+def test_a_layout_of_several_profiles_is_one_mig_parted_entry_and_advertises_each_profile():
+    """``mig.devices`` (mig-parted's ``mig-devices``): the layout the operator's MIG manager applies, its name a valid
+    label value, and what the node advertises under the mixed strategy on both paths (the lab's and the operator's)."""
+    from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import gpu_operator
+    from ansible_collections.gpushare.k8s.plugins.module_utils.lab import inventory
+
+    node = {"name": "n", "gpus": 2, "mig": {"product": "NVIDIA-H100-80GB-HBM3", "devices": {"3g.40gb": 1, "1g.20gb": 2}}}
+    assert gpu_operator.node_layout(node) == ("1g.20gb-x2-3g.40gb-x1-on-2-of-2", [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.20gb": 2, "3g.40gb": 1}}])
+    advertised = {"nvidia.com/mig-1g.20gb": 4, "nvidia.com/mig-3g.40gb": 2}
+    assert gpu_operator.predict(node, {})["resources"] == advertised
+    assert inventory.mig_spec(node["mig"], "n.mig", node_gpus=2) == advertised
+    one = dict(node, mig=dict(node["mig"], gpus=1))
+    assert gpu_operator.node_layout(one)[0] == "1g.20gb-x2-3g.40gb-x1-on-1-of-2"
+    assert gpu_operator.predict(one, {})["resources"] == {"nvidia.com/mig-1g.20gb": 2, "nvidia.com/mig-3g.40gb": 1}
+    # one profile written as devices is the profile form: the stock layout's name when it is the full layout
+    assert gpu_operator.node_layout(dict(node, mig={"product": "NVIDIA-H100-80GB-HBM3", "devices": {"1g.10gb": 7}}))[0] == "all-1g.10gb"

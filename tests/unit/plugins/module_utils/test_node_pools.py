@@ -102,7 +102,7 @@ CONFIGS = {"default": {}, "shared": {}}
     ([{"name": "a", "selector": {}, "config": "shared", "mig": {"profile": "1g.10gb"}}], "gpushare_node_pools[0] (a)", "exactly one"),
     ([{"name": "a", "selector": {}, "config": "mps"}], "gpushare_node_pools[0] (a).config", "not among the device-plugin configs (default, shared)"),
     ([{"name": "a", "selector": {}, "config": "shared", "nodes": []}], "gpushare_node_pools[0] (a)", "unknown field nodes"),
-    ([{"name": "a", "selector": {}, "mig": {}}], "gpushare_node_pools[0] (a).mig", "exactly one of profile and layout"),
+    ([{"name": "a", "selector": {}, "mig": {}}], "gpushare_node_pools[0] (a).mig", "exactly one of profile, devices and layout"),
     ([{"name": "a", "selector": {}, "mig": {"profile": "1g.10gb", "product": "x"}}], "gpushare_node_pools[0] (a).mig", "unknown field product"),
     ([{"name": "a", "selector": {}, "mig": {"profile": "1g.10gb", "gpus": 0}}], "gpushare_node_pools[0] (a).mig.gpus", "at least 1"),
     ([{"name": "a", "selector": {}, "mig": {"layout": "lab-one"}}], "gpushare_node_pools[0] (a).mig.layout", "all-<profile>"),
