@@ -8,7 +8,8 @@ In order, on one cluster:
    unlabelled GPU node is named in a warning, and no Pod, namespace, quota or admission policy is created;
 3. a re-run changes nothing;
 4. a node labelled into a pool after the first run is configured by the next run, which changes nothing else;
-5. two pools matching one node stop the run before any write;
+5. two pools matching one node stop the run before any write; so does a MIG layout of several profiles per GPU that one
+   GPU cannot hold, and one it holds is applied and advertised per profile;
 6. gpushare_sharing_state: absent puts back what the first run found: kubectl shows the ClusterPolicy, the node labels and
    allocatable and the operator namespace's ConfigMaps byte for byte as before it.
 """
@@ -242,6 +243,54 @@ def test_a_bad_selector_is_refused_naming_the_field(cluster, inventory, tmp_path
     text = output(proc)
     assert "matchExpressions" in text and "operator" in text and "in" in text, tail(proc)
     assert configuration(cluster.core) == before
+
+
+def owned(core):
+    """What the configure-only run writes, without what NVIDIA's code on the nodes writes: the operator namespace's
+    ConfigMaps, the ClusterPolicy, and the two labels the collection sets on each node."""
+    seen = configuration(core)
+    seen["labels"] = {name: {key: (labels or {}).get(key) for key in (CONFIG_LABEL, MIG_LABEL)} for name, labels in seen["labels"].items()}
+    return seen
+
+
+def test_a_mig_pool_of_several_profiles_per_gpu(cluster, inventory, tmp_path):
+    """A pool's ``mig.devices`` (several profiles on each GPU, mig-parted's ``mig-devices``). Issue 40's layout, 4 x
+    1g.20gb + 3g.40gb, on an H100 node joining the training pool: one GPU cannot hold it (NVIDIA's MIG User Guide: 1g.20gb
+    takes 2 of the 8 memory slices, 3g.40gb 4), so the run stops before any write, naming the node, the slices and the
+    memory it needs. 2 x 1g.20gb + 3g.40gb on the A100 80GB node: NVIDIA's mig-parted over the mock applies it, the plugin
+    advertises each profile under its own name. The README's inventory then puts the pool's layout back."""
+    core = cluster.core
+    user = yaml.safe_load(inventory.read_text())
+    training = next(pool for pool in user["all"]["vars"]["gpushare_node_pools"] if "mig" in pool)
+    path = tmp_path / "gpu-cluster.yml"
+    h100 = "it-h100"
+    core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": h100, "labels": {"kubernetes.io/hostname": h100, "type": "kwok", POOL_LABEL: "training"},
+        "annotations": {"kwok.x-k8s.io/node": "fake", "gpushare.k8s/gpus": "1", "gpushare.k8s/gpu-product": "NVIDIA-H100-80GB-HBM3"}}})
+    try:
+        training["mig"] = {"devices": {"1g.20gb": 4, "3g.40gb": 1}}
+        path.write_text(yaml.safe_dump(user))
+        before = owned(core)
+        proc = run(cluster, path)
+        text = output(proc)
+        assert proc.returncode != 0, tail(proc)
+        assert ("it-h100.mig.devices: 4 x 1g.20gb + 1 x 3g.40gb do not fit one H100-80GB-HBM3: they need 12 of its 8 memory slices "
+                "(4 x 1g.20gb at 2 each + 3g.40gb at 4): 122880 MiB of memory, the GPU has 81920 MiB") in text, tail(proc)
+        assert "Traceback" not in text
+        assert owned(core) == before
+    finally:
+        core.delete_node(h100)
+    training["mig"] = {"devices": {"3g.40gb": 1, "1g.20gb": 2}}
+    path.write_text(yaml.safe_dump(user))
+    proc = run(cluster, path)
+    assert proc.returncode == 0, tail(proc)
+    node = core.read_node("lab-node-2")
+    assert node.metadata.labels[MIG_LABEL] == "1g.20gb-x2-3g.40gb-x1-on-2-of-2"
+    assert node.metadata.labels["nvidia.com/mig.config.state"] == "success"
+    assert allocatable(core, "lab-node-2") == {"nvidia.com/mig-1g.20gb": "4", "nvidia.com/mig-3g.40gb": "2"}
+    back = run(cluster, inventory)
+    assert back.returncode == 0, tail(back)
+    assert allocatable(core, "lab-node-2") == {"nvidia.com/mig-1g.10gb": "14"}
 
 
 def test_the_lab_runs_with_an_inventory_of_the_users_own(cluster, inventory, tmp_path):

@@ -65,7 +65,8 @@ def products():
 
 def canonical_product(product, where=None):
     """``NVIDIA-A100-SXM4-80GB`` -> ``A100-SXM4-80GB``; accepts the aliases of :mod:`gpu_products`. Raises :class:`MigError`."""
-    fix = "use one of %s (the NVIDIA- prefix of the gpu.product label is optional)" % ", ".join(products())
+    fix = ("use one of %s (the NVIDIA- prefix of the gpu.product label is optional); another GPU needs its row in the collection's "
+           "source, tools/gpu-tables/mig-geometry.yaml (NVIDIA's documented MIG profiles and placements), and make tables" % ", ".join(products()))
     if not isinstance(product, str) or not product:
         raise MigError(_path(where, "product"), "must be a GPU product name, got %s" % _show(product), fix)
     name = _products.canonical(product)

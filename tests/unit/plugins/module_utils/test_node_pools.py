@@ -108,6 +108,13 @@ CONFIGS = {"default": {}, "shared": {}}
     ([{"name": "a", "selector": {}, "mig": {"layout": "lab-one"}}], "gpushare_node_pools[0] (a).mig.layout", "all-<profile>"),
     ([{"name": "a", "selector": {}, "mig": {"layout": "all-1g.10gb", "gpus": 1}}], "gpushare_node_pools[0] (a).mig.gpus", "goes with profile"),
     ([{"name": "a", "selector": {"matchLabels": {"p": 1}}, "config": "shared"}], "gpushare_node_pools[0] (a).selector.matchLabels", "quote"),
+    ([{"name": "a", "selector": {}, "mig": {"devices": {"1g.10gb": 1}, "profile": "1g.10gb"}}], "gpushare_node_pools[0] (a).mig",
+     "exactly one of profile, devices and layout"),
+    ([{"name": "a", "selector": {}, "mig": {"devices": {}}}], "gpushare_node_pools[0] (a).mig.devices", "non-empty mapping"),
+    ([{"name": "a", "selector": {}, "mig": {"devices": ["1g.10gb"]}}], "gpushare_node_pools[0] (a).mig.devices", "non-empty mapping"),
+    ([{"name": "a", "selector": {}, "mig": {"devices": {"1g.10gb": "2"}}}], "gpushare_node_pools[0] (a).mig.devices.1g.10gb", "whole number"),
+    ([{"name": "a", "selector": {}, "mig": {"devices": {"1g.10gb": 1}, "layout": "all-1g.10gb"}}], "gpushare_node_pools[0] (a).mig",
+     "exactly one of profile, devices and layout"),
 ])
 def test_bad_pools_name_the_field(pools, path, words):
     with pytest.raises(PoolError) as info:
@@ -156,6 +163,16 @@ def test_resolve_gives_node_entries_and_reports():
     assert len(result["warnings"]) == 2
     assert "pool batch matches no node (selector pool=batch)" in result["warnings"][0]
     assert "GPU node n0 is in no pool" in result["warnings"][1]   # the node without GPUs is not reported
+
+
+def test_a_pool_of_several_profiles_per_gpu_gives_each_node_that_layout():
+    """``mig.devices`` goes to each node with the node's own product; whether it fits that product is decided per node by
+    the MIG model (mig.node_mig) before anything is written."""
+    pools = [{"name": "mixed", "selector": {"matchLabels": {"pool": "mixed"}}, "mig": {"devices": {"3g.40gb": 1, "1g.20gb": 2}, "gpus": 1}}]
+    result = resolve_pools(pools, [standin("h", 2, {"pool": "mixed"}, product="NVIDIA-H100-80GB-HBM3")], CONFIGS)
+    assert result["errors"] == []
+    assert result["nodes"] == [{"name": "h", "gpus": 2, "product": "NVIDIA-H100-80GB-HBM3",
+                                "mig": {"product": "NVIDIA-H100-80GB-HBM3", "gpus": 1, "devices": {"3g.40gb": 1, "1g.20gb": 2}}}]
 
 
 def test_a_node_that_joins_a_pool_is_resolved_on_the_next_read():
