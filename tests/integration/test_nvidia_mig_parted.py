@@ -90,6 +90,9 @@ MIXED = [
     ("B200-180GB-HBM3e", {"4g.90gb": 1, "2g.45gb": 1, "1g.23gb": 1}),
     ("H100-80GB-HBM3", {"3g.40gb": 1, "1g.20gb": 2}),
     ("H200-141GB-HBM3e", {"4g.71gb": 1, "3g.71gb": 1}),
+    # one media extension per GPU: two +me profiles of the A30 fit its slices and placements, not its media extension
+    ("A30-24GB", {"1g.6gb+me": 1, "2g.12gb+me": 1}),
+    ("A30-24GB", {"1g.6gb+me": 1, "2g.12gb": 1}),
 ]
 
 
@@ -189,6 +192,14 @@ def test_mixed_layouts_fit_as_the_model_places_them(tmp_path):
             model = False
         if model != fits:
             wrong.append("%s %s: the documents say %s (%s), the model %s" % (product, devices, fits, why, model))
+        if "+me" not in str(devices):  # the roles' layouts hold no +me profile (mig.fit_devices refuses them by name)
+            try:
+                mig.fit_devices(product, devices)
+                roles = True
+            except mig.MigError:
+                roles = False
+            if roles != fits:
+                wrong.append("%s %s: the documents say %s (%s), the roles' check %s" % (product, devices, fits, why, roles))
         ok, reason, made = _apply(binary, mock, tmp_path, key, product, {_name(product, p): c for p, c in devices.items()})
         ids = _profile_ids(product)
         want = sorted(ids[name] for name in names)
@@ -220,3 +231,44 @@ def test_a_profile_the_gpu_lacks_is_applied_as_nothing(tmp_path):
         assert "'3g.40gb' is not a MIG profile of A100-SXM4-40GB" in str(exc), exc
     else:
         raise AssertionError("the model accepts 3g.40gb on a 40 GB A100")
+
+
+
+def _state_with(product, instances):
+    """A one-GPU state file of ``product`` with MIG on and the GPU instances ``instances`` (``[(profile, start, size)]``,
+    each with its full compute instance), written line by line in the mock's format: a file nvml_state never writes
+    (it places instances as the tables allow), as a hand or a bug could."""
+    entries = nvml_state.node_state(product, 1, node="bad", mig_enabled=True)
+    profiles = {p["name"]: p for p in gpu_products.mig_profiles(product)}
+    for slot, (name, start, size) in enumerate(instances):
+        profile = profiles[name]
+        compute = min(c["id"] for c in profile["compute_profiles"] if c["slices"] == profile["slices"])
+        entries.append(("device.0.mig.%d" % slot, "%d %d %d %d 0 %d MIG-bad-%d" % (slot + 1, profile["id"], start, size, compute, slot)))
+    return entries
+
+
+def test_a_state_file_holding_mig_devices_the_gpu_cannot_hold_is_refused_when_loaded(tmp_path):
+    """The mock checks a state file's GPU instances when it loads it, as the hardware would hold them: a GPU instance
+    at a placement NVIDIA's tables do not give its profile, two sharing memory slices, or two media-extended (+me)
+    instances on one GPU make it refuse the file (naming the device and why), so NVIDIA's mig-parted fails before it
+    changes anything. The same kind of file with instances where the GPU can hold them loads (mig-parted applies)."""
+    binary, mock = _tools()
+    config = yaml.safe_dump({"version": "v1", "mig-configs": {"all-disabled": [{"devices": "all", "mig-enabled": False}]}})
+    cases = {
+        "placement": ("H100-80GB-HBM3", [("1g.20gb", 1, 2)], "a GPU instance is at a placement its profile does not have"),
+        "overlap": ("H100-80GB-HBM3", [("1g.20gb", 0, 2), ("1g.10gb", 1, 1)], "two GPU instances share memory slices"),
+        "media extension": ("A30-24GB", [("1g.6gb+me", 0, 1), ("2g.12gb+me", 2, 2)],
+                            "more than one media-extended (+me) GPU instance: a GPU has one media extension"),
+        "held": ("H100-80GB-HBM3", [("3g.40gb", 4, 4), ("1g.20gb", 0, 2), ("1g.20gb", 2, 2)], None),
+    }
+    for key, (name, (product, instances, why)) in enumerate(sorted(cases.items())):
+        runner = gpu_operator_standin.MigParted(str(binary), str(mock), str(tmp_path))
+        node = "n%d" % key
+        runner.gpus(node, _state_with(product, instances))
+        ok, reason = runner.apply(node, config, "all-disabled")
+        log = (tmp_path / node / "mig-parted.log").read_text()
+        if why is None:
+            assert ok, (name, reason, log)
+        else:
+            assert not ok, (name, log)
+            assert "device 0: its GPU instances are not what the GPU can hold: " + why in log, (name, log)

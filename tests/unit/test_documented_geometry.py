@@ -372,3 +372,32 @@ def test_the_mock_allowed_more_than_the_documents_on_hopper_and_blackwell(mock_p
     # The mock's 3g and 7g are 3 and 7 slices wide where the hardware's are 4 and 8: nothing the documents allow was refused by it.
     assert not documented_only, documented_only
     assert len(mock_only) >= 3, mock_only
+
+
+@pytest.mark.parametrize("mock_product", sorted(MOCK_TO_DOCUMENTED))
+def test_the_dra_tracks_mig_devices_are_the_documented_placements(mock_product):
+    """A MIG node on the DRA track publishes, per GPU, one device per documented placement of each profile (the first
+    ``instances`` of them, +me profiles left out) consuming the profile's compute slices (its ``<n>g``) and exactly the
+    documented memory slices, and a counter set of the documented compute and memory slices: the scheduler, counting
+    them, allows what the documents allow. Read from the ResourceSlices the driver writes, compared with the data file."""
+    from ansible_collections.gpushare.k8s.plugins.module_utils.dra import devices as dra
+
+    product = PRODUCTS[MOCK_TO_DOCUMENTED[mock_product]]
+    node = dra.normalize_nodes([{"name": "m", "gpus": 1, "mig": True}], mock_product)[0]
+    slices = dra.node_slices(node)
+    [counter_set] = [c for s in slices for c in s["spec"].get("sharedCounters", [])]
+    memory = ["memory-slice-%d" % index for index in range(product["memory_slices"])]
+    assert counter_set["counters"] == dict({"compute-slices": {"value": str(product["compute_slices"])}}, **{m: {"value": "1"} for m in memory})
+    published = {}
+    for device in (d for s in slices for d in s["spec"].get("devices", [])):
+        [consumed] = device["consumesCounters"]
+        taken = sorted(int(key.rsplit("-", 1)[1]) for key in consumed["counters"] if key.startswith("memory-slice-"))
+        published.setdefault(device["attributes"]["profile"]["string"], []).append(
+            (taken[0], len(taken), int(consumed["counters"]["compute-slices"]["value"])))
+    want = {}
+    for profile in product["profiles"]:
+        if "+me" in profile["name"]:
+            continue
+        compute = int(profile["name"].split("g.", 1)[0])
+        want[profile["name"]] = [(start, size, compute) for start, size in profile["placements"][:profile["instances"]]]
+    assert published == want

@@ -37,6 +37,11 @@
  *   device.<i>.mig.<slot> <gi id> <gi profile id> <start> <size> <ci id> <ci profile id> <uuid>
  *   device.<i>.gi.<slot> <gi id> <gi profile id> <start> <size>    a GPU instance without a compute instance
  *
+ * The GPU instances a state file names are checked when it is loaded as the hardware would hold them (each at one of
+ * its profile's placements, none sharing a memory slice, at most its profile's instance count, compute slices within
+ * the GPU's, one +me instance at most: hardware_refuses); a file that breaks one is refused, naming the device and why.
+ * Creating a GPU instance is held to the same check (NVML_ERROR_INSUFFICIENT_RESOURCES).
+ *
  * The MIG calls NVIDIA's mig-parted makes (MIG mode, GPU and compute instances created and destroyed) change the
  * state and write it back to the file: the mig_mode, mig.<slot> and gi.<slot> lines are rewritten, every other line
  * kept (see "MIG changes" below).
@@ -391,6 +396,63 @@ static int set_global(const char *key, const char *value)
 
 /* Tie a GPU's GPU instances to it and number its MIG devices (the slots with a compute instance, in slot order);
  * -1 if they do not hold together (instances without MIG mode on, unknown profiles). */
+/* Whether a GPU-instance profile is media-extended (+me): it takes the GPU's one media extension. */
+static int media_extended(const struct gi_profile *p)
+{
+    return strstr(p->name, "+me") != NULL;
+}
+
+/* The GPU's compute slices: as many as its largest GPU-instance profile takes. */
+static unsigned int compute_slices(unsigned int index)
+{
+    unsigned int id, most = 0;
+    for (id = 0; id < GI_PROFILE_COUNT; id++)
+        if (profiles[index][id].present && profiles[index][id].slices > most)
+            most = profiles[index][id].slices;
+    return most;
+}
+
+/* Whether the GPU can hold its present GPU instances plus one more of profile `extra` at `at` (extra: NULL for none),
+ * as the hardware decides: each at one of its profile's placements (NVIDIA's, in memory slices: the GPU's memory is
+ * counted in those slices, not in MiB, whose per-profile figures in go-nvml's mock exceed the GPU's share on some
+ * products), on memory slices no other holds, at most the profile's instance count of it, their compute slices within
+ * the GPU's, one media-extended instance at most. NULL when it can, else why not (a static string). */
+static const char *hardware_refuses(const struct mock_device *d, const struct gi_profile *extra, const struct placement *at)
+{
+    unsigned int k, j, count[GI_PROFILE_COUNT] = {0}, slices = 0, media = 0;
+    for (k = 0; k <= MAX_MIGS; k++) {
+        const struct gpu_instance *gi = k < MAX_MIGS ? &instances[d->index][k] : NULL;
+        const struct gi_profile *p;
+        struct placement pl;
+        if (gi && !gi->present)
+            continue;
+        if (!gi && !extra)
+            break;
+        p = gi ? &profiles[d->index][gi->profile_id] : extra;
+        pl.start = gi ? gi->start : at->start;
+        pl.size = gi ? gi->size : at->size;
+        for (j = 0; j < p->placement_count; j++)
+            if (p->placements[j].start == pl.start && p->placements[j].size == pl.size)
+                break;
+        if (j == p->placement_count)
+            return "a GPU instance is at a placement its profile does not have";
+        for (j = 0; j < k && j < MAX_MIGS; j++) {
+            const struct gpu_instance *other = &instances[d->index][j];
+            if (other->present && pl.start < other->start + other->size && other->start < pl.start + pl.size)
+                return "two GPU instances share memory slices";
+        }
+        if (++count[p - profiles[d->index]] > p->instances)
+            return "more GPU instances of a profile than its instance count";
+        slices += p->slices;
+        media += media_extended(p);
+    }
+    if (slices > compute_slices(d->index))
+        return "the GPU instances take more compute slices than the GPU has";
+    if (media > 1)
+        return "more than one media-extended (+me) GPU instance: a GPU has one media extension";
+    return NULL;
+}
+
 static int link_migs(struct mock_device *d)
 {
     unsigned int k;
@@ -423,6 +485,7 @@ static int link_migs(struct mock_device *d)
 static nvmlReturn_t load_state(void)
 {
     const char *path = getenv("GPUSHARE_NVML_STATE");
+    const char *why;
     char line[512];
     int lineno = 0;
     unsigned int i;
@@ -504,6 +567,13 @@ static nvmlReturn_t load_state(void)
             char what[160];
             snprintf(what, sizeof what, "device %u: its GPU instances need MIG mode on and known GPU- and "
                                         "compute-instance profiles", i);
+            complain(path, 0, what);
+            return NVML_ERROR_UNKNOWN;
+        }
+        why = hardware_refuses(&state.devices[i], NULL, NULL);
+        if (why) {
+            char what[256];
+            snprintf(what, sizeof what, "device %u: its GPU instances are not what the GPU can hold: %s", i, why);
             complain(path, 0, what);
             return NVML_ERROR_UNKNOWN;
         }
@@ -1215,6 +1285,8 @@ static nvmlReturn_t create_gpu_instance(nvmlDevice_t device, unsigned int profil
     }
     if (j == p->placement_count)
         return at ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_INSUFFICIENT_RESOURCES;
+    if (hardware_refuses(device, p, &p->placements[j]))
+        return NVML_ERROR_INSUFFICIENT_RESOURCES; /* compute slices or the media extension taken */
     for (k = 0; k < MAX_MIGS && !gi; k++)
         if (!instances[device->index][k].present)
             gi = &instances[device->index][k];

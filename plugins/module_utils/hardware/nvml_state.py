@@ -111,7 +111,8 @@ def place(product, names, where="mig"):
     Returns ``[(profile, start, size)]`` in placement order: each instance at one of its possible placements (NVIDIA's,
     from the tables) on memory slices no other holds, the first such assignment taking the largest profile first and
     each at its earliest placement that leaves room for the rest. NvmlStateError when a profile is unknown, or the
-    instances exceed the profile's instance count, the GPU's compute slices or no assignment exists: what real
+    instances exceed the profile's instance count, the GPU's compute slices or its one media extension (``+me``) or no
+    assignment exists: what real
     hardware refuses (and what NVIDIA's mig-parted, which tries every order, cannot apply).
     """
     canonical = _products.canonical(product)
@@ -128,6 +129,9 @@ def place(product, names, where="mig"):
             raise NvmlStateError(where, "%s do not fit one %s" % (", ".join(names), canonical), "use fewer or smaller instances")
     if sum(table[name]["slices"] for name in order) > compute:
         raise NvmlStateError(where, "%s do not fit one %s" % (", ".join(names), canonical), "use fewer or smaller instances")
+    if sum("+me" in name for name in order) > 1:
+        raise NvmlStateError(where, "%s do not fit one %s (a GPU has one media extension: one +me instance at most)" % (", ".join(names), canonical),
+                             "use one +me instance per GPU")
     placed = _placements(order, table, 0, set())
     if placed is None:
         raise NvmlStateError(where, "%s do not fit one %s (no free placements for all of them)" % (", ".join(names), canonical),

@@ -202,6 +202,13 @@ def test_place_refuses_what_the_hardware_refuses(names, problem):
         nvml_state.place("A100-SXM4-80GB", names)
 
 
+def test_place_gives_a_gpu_one_media_extension():
+    """The A30's 1g.6gb+me and 2g.12gb+me fit its compute and memory slices together but not its one media extension."""
+    assert sorted(p["name"] for p, _start, _size in nvml_state.place("A30-PCIE-24GB", ["1g.6gb+me", "2g.12gb"])) == ["1g.6gb+me", "2g.12gb"]
+    with pytest.raises(nvml_state.NvmlStateError, match=re.escape("(a GPU has one media extension: one +me instance at most)")):
+        nvml_state.place("A30-PCIE-24GB", ["1g.6gb+me", "2g.12gb+me"])
+
+
 def test_mig_devices_need_one_list_per_gpu():
     with pytest.raises(nvml_state.NvmlStateError, match=r"mig_devices: must be one list of MIG profiles per GPU \(2\)"):
         nvml_state.node_state("A100-SXM4-80GB", 2, mig_devices=[["1g.10gb"]])
