@@ -47,6 +47,16 @@ MOCK_TO_DOCUMENTED = {
     "H100-80GB-HBM3": "H100-80GB-HBM3",
     "H200-141GB-HBM3e": "H200",
 }
+# Products NVIDIA documents that go-nvml's mock lacks -> the mock product of the same GPU die they are written from.
+# From that product: what the documents do not give (brand, architecture, CUDA compute capability, a profile's SMs,
+# p2p and NVML profile id, the compute-instance profiles, renamed after the profile). From the documents: the NVML name
+# (the product's key), PCI device id, total memory (which must be observed), each profile's name, instance count,
+# placements and engines, and its memory (its share of the total, below). Every value taken from the other product is
+# listed in the module's DERIVED.
+DOCUMENTED_FROM = {
+    "H100-NVL": "H100-80GB-HBM3",     # GH100: the guide's H100 table, its 94GB rows
+    "GH200-480GB": "H100-80GB-HBM3",  # GH100: the guide's H100 table, its 96GB rows
+}
 # A profile's engines: tables.py's field -> the data file's.
 ENGINES = (("copy_engines", "copy"), ("decoders", "decoders"), ("encoders", "encoders"), ("jpeg_engines", "jpeg"), ("ofa_engines", "ofa"))
 # The fields where a disagreement keeps the mock's value, and why.
@@ -54,7 +64,7 @@ KEPT = {
     "name": "the product's key, gpu-feature-discovery's gpu.product label and every inventory follow the NVML name: renaming "
             "a product is a change of its own",
     "memory_mib": "the documentation has no MiB for a profile: the mock's profile sizes go with the mock's total (the 7g "
-                  "profile would be larger than the GPU)",
+                  "profile would be larger than the GPU), unless one of them is more than its share (see share_memory)",
 }
 
 # Width the packed lines of the module stay within (ansible-test's pep8 allows 160).
@@ -84,10 +94,15 @@ memory slices, and the compute-instance profiles of one such GPU instance). ``SE
 the DGX systems the mock simulates. ``gpu_products`` is what the collection reads them through.
 
 Where the mock and the documents disagree, the documented value is written (a profile's instance count,
-placements and engines; the PCI device id), except the NVML name (the product's key) and the total
-memory, which stay the mock's. ``DISAGREEMENTS`` lists every disagreement as ``(product, profile or
-None, field, the mock's value, the documented value, the documents' keys, taken)``, taken being
-``"documented"`` or ``"mock"``.
+placements and engines; the PCI device id), except the NVML name (the product's key) and the memory, which
+stay the mock's unless one of the mock's profiles is more than its share of the GPU's memory: then the product
+has its observed total and each profile its share of it (``placements`` among the sources). ``DISAGREEMENTS``
+lists every disagreement as ``(product, profile or None, field, the mock's value, the documented value, the
+documents' keys, taken)``, taken being ``"documented"`` or ``"mock"``.
+
+Products the mock lacks are written from the documents and the mock product of the same GPU die; ``DERIVED``
+lists every value not read in the documents as ``(product, profile or None, field, value, how)``: ``"from
+<product>"`` or ``"share of memory_mib"`` (the total's share of the profile's memory slices, rounded down).
 """
 
 from __future__ import annotations
@@ -100,7 +115,86 @@ def _placements_source(profile):
     return tuple(source) if isinstance(source, list) else (source,)
 
 
-def merge(mock_products, geometry):
+def _size(profile):
+    return profile["placements"][0][1]
+
+
+def share_memory(key, facts, product, found):
+    """A product's memory as a board reports it. NVML gives a GPU instance at most its share of the GPU's memory (its
+    memory slices of the GPU's): go-nvlib names a profile after that share, rounded up to eighths (``1g.18gb`` on an
+    H200). Where every profile of the mock is within its share of the mock's total, the mock's figures stay (KEPT).
+    Where one is more (the H200's and B200's in go-nvml's mock, which go-nvlib then names after a larger share: the
+    H200's 1g slice ``1g.35gb``), the product's memory is the documented one: its observed total and each profile at its
+    share of it, rounded down to a MiB. Each change is a disagreement taken from the documents."""
+    slices = product["memory_slices"]
+    over = [p["name"] for p in facts["mig_profiles"] if p["memory_mib"] * slices > _size(p) * facts["memory_mib"]]
+    if product["memory_mib"] is not None and facts["memory_mib"] != product["memory_mib"]:
+        found.append((key, None, "memory_mib", facts["memory_mib"], product["memory_mib"], tuple(product["memory_mib_sources"]),
+                      "documented" if over else "mock"))
+    if not over:
+        return
+    if product["memory_mib"] is None:
+        raise ValueError("%s: go-nvml's mock gives %s more than its share of the GPU's memory, and %s has no observed memory_mib for "
+                         "%s to share out; add it (nvidia-smi's total, with its document)" % (key, ", ".join(over), GEOMETRY, product["product"]))
+    facts["memory_mib"] = product["memory_mib"]
+    for profile in facts["mig_profiles"]:
+        share = facts["memory_mib"] * _size(profile) // slices
+        if profile["memory_mib"] != share:
+            found.append((key, profile["name"], "memory_mib", profile["memory_mib"], share,
+                          tuple(product["memory_mib_sources"]) + ("placements",), "documented"))
+            profile["memory_mib"] = share
+
+
+def _renamed(name, old, new):
+    """A compute-instance profile's name after its GPU instance's: ``1c.2g.20gb`` of ``2g.20gb`` -> ``1c.2g.24gb``."""
+    if name == old:
+        return new
+    if not name.endswith("." + old):
+        raise ValueError("compute-instance profile %s does not name its GPU instance %s" % (name, old))
+    return name[:-len(old)] + new
+
+
+def from_documents(key, template_key, template, product, derived):
+    """The tables' facts of ``product`` (a data file row go-nvml's mock lacks) from the mock's ``template`` (the product
+    of the same die, :data:`DOCUMENTED_FROM`): every documented fact, the rest from the template, each listed in
+    ``derived`` as ``(product, profile or None, field, value, "from <template>" | "share of memory_mib")``."""
+    for field in ("nvml_name", "pci_device_id", "memory_mib"):
+        if product[field] is None:
+            raise ValueError("%s: %s has no %s; a product written from the documents needs it" % (key, GEOMETRY, field))
+    facts = {"name": product["nvml_name"], "pci_device_id": product["pci_device_id"], "memory_mib": product["memory_mib"]}
+    for field in ("brand", "architecture", "cuda_compute_capability"):
+        facts[field] = template[field]
+        derived.append((key, None, field, template[field], "from " + template_key))
+    facts = {field: facts[field] for field in ("name", "brand", "architecture", "cuda_compute_capability", "memory_mib", "pci_device_id")}
+    profiles = []
+    for row in product["profiles"]:
+        size, compute, media = row["placements"][0][1], int(row["name"].split("g.", 1)[0]), "+me" in row["name"]
+        matches = [p for p in template["mig_profiles"] if (p["slices"], _size(p), "+me" in p["name"]) == (compute, size, media)]
+        if len(matches) != 1:
+            raise ValueError("%s %s: %d profiles of %s take %d compute and %d memory slices%s; name the one it is written from"
+                             % (key, row["name"], len(matches), template_key, compute, size, " (+me)" if media else ""))
+        base = matches[0]
+        profile = dict(base)
+        profile["name"] = row["name"]
+        profile["instances"] = row["instances"]
+        profile["memory_mib"] = product["memory_mib"] * size // product["memory_slices"]
+        derived.append((key, row["name"], "memory_mib", profile["memory_mib"], "share of memory_mib"))
+        for field, documented_field in ENGINES:
+            value = row["engines"][documented_field]
+            profile[field] = base[field] if value is None else value
+            if value is None:
+                derived.append((key, row["name"], field, base[field], "from " + template_key))
+        profile["placements"] = [list(placement) for placement in row["placements"]]
+        for field in ("id", "multiprocessors", "p2p"):
+            derived.append((key, row["name"], field, base[field], "from " + template_key))
+        profile["compute_profiles"] = [dict(c, name=_renamed(c["name"], base["name"], row["name"])) for c in base["compute_profiles"]]
+        derived.append((key, row["name"], "compute_profiles", len(base["compute_profiles"]), "from " + template_key))
+        profiles.append(profile)
+    facts["mig_profiles"] = sorted(profiles, key=lambda p: p["id"])
+    return facts
+
+
+def merge(mock_products, geometry, derived=None):
     """``(products, disagreements)``: ``mock_products`` (tables.py's key -> facts, as gpu-tables writes them) with the
     documented facts of ``geometry`` (the loaded data file) where they disagree, and every disagreement as
     ``(product, profile or None, field, mock's value, documented value, sources, taken)``: the field as tables.py names
@@ -127,8 +221,7 @@ def merge(mock_products, geometry):
                 target[field] = value
 
         for field, value, sources in (("name", product["nvml_name"], product["nvml_name_sources"]),
-                                      ("pci_device_id", product["pci_device_id"], product["pci_device_id_sources"]),
-                                      ("memory_mib", product["memory_mib"], product["memory_mib_sources"])):
+                                      ("pci_device_id", product["pci_device_id"], product["pci_device_id_sources"])):
             if value is not None and facts[field] != value:
                 differ(None, field, value, facts, sources)
         rows = {row["name"]: row for row in product["profiles"]}
@@ -155,7 +248,16 @@ def merge(mock_products, geometry):
             if row["name"] not in names:
                 found.append((key, row["name"], "profile", "missing", "documented", (row["source"]["document"],), "mock"))
         facts["mig_profiles"] = profiles
+        share_memory(key, facts, product, found)
         products[key] = facts
+    derived = [] if derived is None else derived
+    for key, template_key in DOCUMENTED_FROM.items():
+        if key not in by_name or template_key not in products:
+            raise ValueError("DOCUMENTED_FROM names %s from %s; %s holds the first, go-nvml's mock the second" % (key, template_key, GEOMETRY))
+        if key in products:
+            raise ValueError("%s is in go-nvml's mock: remove it from DOCUMENTED_FROM" % key)
+        # the template as merged: its placements are the documented ones, which its profiles are matched by
+        products[key] = from_documents(key, template_key, products[template_key], by_name[key], derived)
     return products, found
 
 
@@ -207,8 +309,9 @@ def write_dict(out, mapping, indent):
     out.append(pad + "}")
 
 
-def render(mock, products, disagreements):
-    """The module's text: ``mock``'s versions and servers, ``products`` (product key -> facts), ``disagreements``."""
+def render(mock, products, disagreements, derived=()):
+    """The module's text: ``mock``'s versions and servers, ``products`` (product key -> facts), ``disagreements``,
+    ``derived``."""
     out = [HEADER, "GO_NVML_VERSION = %s\nGO_NVLIB_VERSION = %s\n\n" % (json.dumps(mock["go_nvml_version"]), json.dumps(mock["go_nvlib_version"]))]
     for name, table in (("PRODUCTS", products), ("SERVERS", mock["servers"])):
         out.append("%s = {\n" % name)
@@ -217,13 +320,14 @@ def render(mock, products, disagreements):
             write_dict(out, facts, 4)
             out.append(",\n")
         out.append("}\n\n")
-    out.append("DISAGREEMENTS = (\n")
-    for row in disagreements:
-        line = "    %s,\n" % literal(row)
-        if len(line) > WIDTH + 1:
-            line = "    (\n%s    ),\n" % "".join("        %s,\n" % literal(part) for part in row)
-        out.append(line)
-    out.append(")\n")
+    for name, rows in (("DISAGREEMENTS", disagreements), ("DERIVED", derived)):
+        out.append("%s = (\n" % name)
+        for row in rows:
+            line = "    %s,\n" % literal(row)
+            if len(line) > WIDTH + 1:
+                line = "    (\n%s    ),\n" % "".join("        %s,\n" % literal(part) for part in row)
+            out.append(line)
+        out.append(")\n" if name == "DERIVED" else ")\n\n")
     return "".join(out)
 
 
@@ -253,12 +357,15 @@ def main(argv=None):
     else:
         with open(args.mock, encoding="utf-8") as stream:
             mock = json.load(stream)
-    products, disagreements = merge(mock["products"], documented.load(args.geometry))
+    derived = []
+    products, disagreements = merge(mock["products"], documented.load(args.geometry), derived)
     kept = " and ".join(sorted(KEPT))
     sys.stderr.write("[tables] go-nvml's mock (%s) vs NVIDIA's documented MIG geometry (%s): %d disagreement(s); taken: the documented "
                      "value, except %s (the mock's)\n" % (mock["go_nvml_version"], os.path.relpath(args.geometry), len(disagreements), kept))
     sys.stderr.write(report(disagreements))
-    text = render(mock, products, disagreements)
+    sys.stderr.write("[tables] products written from the documents (%s), with %d value(s) derived\n" % (
+        ", ".join("%s from %s" % item for item in DOCUMENTED_FROM.items()), len(derived)))
+    text = render(mock, products, disagreements, derived)
     if args.output:
         write(args.output, text)
     else:

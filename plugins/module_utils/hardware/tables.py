@@ -20,10 +20,15 @@ memory slices, and the compute-instance profiles of one such GPU instance). ``SE
 the DGX systems the mock simulates. ``gpu_products`` is what the collection reads them through.
 
 Where the mock and the documents disagree, the documented value is written (a profile's instance count,
-placements and engines; the PCI device id), except the NVML name (the product's key) and the total
-memory, which stay the mock's. ``DISAGREEMENTS`` lists every disagreement as ``(product, profile or
-None, field, the mock's value, the documented value, the documents' keys, taken)``, taken being
-``"documented"`` or ``"mock"``.
+placements and engines; the PCI device id), except the NVML name (the product's key) and the memory, which
+stay the mock's unless one of the mock's profiles is more than its share of the GPU's memory: then the product
+has its observed total and each profile its share of it (``placements`` among the sources). ``DISAGREEMENTS``
+lists every disagreement as ``(product, profile or None, field, the mock's value, the documented value, the
+documents' keys, taken)``, taken being ``"documented"`` or ``"mock"``.
+
+Products the mock lacks are written from the documents and the mock product of the same GPU die; ``DERIVED``
+lists every value not read in the documents as ``(product, profile or None, field, value, how)``: ``"from
+<product>"`` or ``"share of memory_mib"`` (the total's share of the profile's memory slices, rounded down).
 """
 
 from __future__ import annotations
@@ -670,11 +675,11 @@ PRODUCTS = {
         ),
     },
     "B200-180GB-HBM3e": {
-        "name": "NVIDIA B200 180GB HBM3e", "brand": "Nvidia", "architecture": "Blackwell", "cuda_compute_capability": "10.0", "memory_mib": 184320,
+        "name": "NVIDIA B200 180GB HBM3e", "brand": "Nvidia", "architecture": "Blackwell", "cuda_compute_capability": "10.0", "memory_mib": 183359,
         "pci_device_id": "0x290110de",
         "mig_profiles": (
             {
-                "id": 0, "name": "1g.23gb", "nvlib_name": "1g.45gb", "slices": 1, "instances": 7, "memory_mib": 23552, "multiprocessors": 18,
+                "id": 0, "name": "1g.23gb", "nvlib_name": "1g.45gb", "slices": 1, "instances": 7, "memory_mib": 22919, "multiprocessors": 18,
                 "copy_engines": 2, "decoders": 1, "encoders": 0, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1,
                 "placements": ((0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)),
                 "compute_profiles": (
@@ -685,7 +690,7 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 1, "name": "2g.45gb", "nvlib_name": "2g.45gb", "slices": 2, "instances": 3, "memory_mib": 46080, "multiprocessors": 36,
+                "id": 1, "name": "2g.45gb", "nvlib_name": "2g.45gb", "slices": 2, "instances": 3, "memory_mib": 45839, "multiprocessors": 36,
                 "copy_engines": 3, "decoders": 1, "encoders": 1, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1,
                 "placements": ((0, 2), (2, 2), (4, 2)),
                 "compute_profiles": (
@@ -700,7 +705,7 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 2, "name": "3g.90gb", "nvlib_name": "3g.90gb", "slices": 3, "instances": 2, "memory_mib": 92160, "multiprocessors": 54,
+                "id": 2, "name": "3g.90gb", "nvlib_name": "3g.90gb", "slices": 3, "instances": 2, "memory_mib": 91679, "multiprocessors": 54,
                 "copy_engines": 6, "decoders": 1, "encoders": 2, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1, "placements": ((0, 4), (4, 4)),
                 "compute_profiles": (
                     {
@@ -719,7 +724,7 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 3, "name": "4g.90gb", "nvlib_name": "4g.90gb", "slices": 4, "instances": 1, "memory_mib": 92160, "multiprocessors": 72,
+                "id": 3, "name": "4g.90gb", "nvlib_name": "4g.90gb", "slices": 4, "instances": 1, "memory_mib": 91679, "multiprocessors": 72,
                 "copy_engines": 8, "decoders": 1, "encoders": 2, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1, "placements": ((0, 4),),
                 "compute_profiles": (
                     {
@@ -738,7 +743,7 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 4, "name": "7g.180gb", "nvlib_name": "7g.180gb", "slices": 7, "instances": 1, "memory_mib": 184320, "multiprocessors": 126,
+                "id": 4, "name": "7g.180gb", "nvlib_name": "7g.180gb", "slices": 7, "instances": 1, "memory_mib": 183359, "multiprocessors": 126,
                 "copy_engines": 16, "decoders": 1, "encoders": 4, "jpeg_engines": 1, "ofa_engines": 1, "p2p": 1, "placements": ((0, 8),),
                 "compute_profiles": (
                     {
@@ -762,7 +767,7 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 7, "name": "1g.23gb+me", "nvlib_name": "1g.45gb+me", "slices": 1, "instances": 1, "memory_mib": 23552, "multiprocessors": 18,
+                "id": 7, "name": "1g.23gb+me", "nvlib_name": "1g.45gb+me", "slices": 1, "instances": 1, "memory_mib": 22919, "multiprocessors": 18,
                 "copy_engines": 2, "decoders": 1, "encoders": 1, "jpeg_engines": 1, "ofa_engines": 1, "p2p": 1,
                 "placements": ((0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)),
                 "compute_profiles": (
@@ -773,7 +778,7 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 9, "name": "1g.45gb", "nvlib_name": "1g.45gb", "slices": 1, "instances": 4, "memory_mib": 46080, "multiprocessors": 18,
+                "id": 9, "name": "1g.45gb", "nvlib_name": "1g.45gb", "slices": 1, "instances": 4, "memory_mib": 45839, "multiprocessors": 18,
                 "copy_engines": 2, "decoders": 1, "encoders": 0, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1,
                 "placements": ((0, 2), (2, 2), (4, 2), (6, 2)),
                 "compute_profiles": (
@@ -899,11 +904,11 @@ PRODUCTS = {
         ),
     },
     "H200-141GB-HBM3e": {
-        "name": "NVIDIA H200 141GB HBM3e", "brand": "Nvidia", "architecture": "Hopper", "cuda_compute_capability": "9.0", "memory_mib": 144384,
+        "name": "NVIDIA H200 141GB HBM3e", "brand": "Nvidia", "architecture": "Hopper", "cuda_compute_capability": "9.0", "memory_mib": 143771,
         "pci_device_id": "0x233510de",
         "mig_profiles": (
             {
-                "id": 0, "name": "1g.18gb", "nvlib_name": "1g.35gb", "slices": 1, "instances": 7, "memory_mib": 18432, "multiprocessors": 16,
+                "id": 0, "name": "1g.18gb", "nvlib_name": "1g.35gb", "slices": 1, "instances": 7, "memory_mib": 17971, "multiprocessors": 16,
                 "copy_engines": 1, "decoders": 1, "encoders": 0, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1,
                 "placements": ((0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)),
                 "compute_profiles": (
@@ -914,7 +919,7 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 1, "name": "2g.35gb", "nvlib_name": "2g.35gb", "slices": 2, "instances": 3, "memory_mib": 35840, "multiprocessors": 32,
+                "id": 1, "name": "2g.35gb", "nvlib_name": "2g.35gb", "slices": 2, "instances": 3, "memory_mib": 35942, "multiprocessors": 32,
                 "copy_engines": 2, "decoders": 2, "encoders": 0, "jpeg_engines": 2, "ofa_engines": 0, "p2p": 1,
                 "placements": ((0, 2), (2, 2), (4, 2)),
                 "compute_profiles": (
@@ -929,7 +934,7 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 2, "name": "3g.71gb", "nvlib_name": "3g.88gb", "slices": 3, "instances": 2, "memory_mib": 72704, "multiprocessors": 48,
+                "id": 2, "name": "3g.71gb", "nvlib_name": "3g.88gb", "slices": 3, "instances": 2, "memory_mib": 71885, "multiprocessors": 48,
                 "copy_engines": 3, "decoders": 3, "encoders": 0, "jpeg_engines": 3, "ofa_engines": 0, "p2p": 1, "placements": ((0, 4), (4, 4)),
                 "compute_profiles": (
                     {
@@ -948,7 +953,7 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 3, "name": "4g.71gb", "nvlib_name": "4g.88gb", "slices": 4, "instances": 1, "memory_mib": 72704, "multiprocessors": 64,
+                "id": 3, "name": "4g.71gb", "nvlib_name": "4g.88gb", "slices": 4, "instances": 1, "memory_mib": 71885, "multiprocessors": 64,
                 "copy_engines": 4, "decoders": 4, "encoders": 0, "jpeg_engines": 4, "ofa_engines": 0, "p2p": 1, "placements": ((0, 4),),
                 "compute_profiles": (
                     {
@@ -967,7 +972,7 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 4, "name": "7g.141gb", "nvlib_name": "7g.141gb", "slices": 7, "instances": 1, "memory_mib": 144384, "multiprocessors": 112,
+                "id": 4, "name": "7g.141gb", "nvlib_name": "7g.141gb", "slices": 7, "instances": 1, "memory_mib": 143771, "multiprocessors": 112,
                 "copy_engines": 8, "decoders": 7, "encoders": 0, "jpeg_engines": 7, "ofa_engines": 1, "p2p": 1, "placements": ((0, 8),),
                 "compute_profiles": (
                     {
@@ -991,7 +996,7 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 7, "name": "1g.18gb+me", "nvlib_name": "1g.35gb+me", "slices": 1, "instances": 1, "memory_mib": 18432, "multiprocessors": 16,
+                "id": 7, "name": "1g.18gb+me", "nvlib_name": "1g.35gb+me", "slices": 1, "instances": 1, "memory_mib": 17971, "multiprocessors": 16,
                 "copy_engines": 1, "decoders": 1, "encoders": 0, "jpeg_engines": 1, "ofa_engines": 1, "p2p": 1,
                 "placements": ((0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)),
                 "compute_profiles": (
@@ -1002,12 +1007,238 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 9, "name": "1g.35gb", "nvlib_name": "1g.35gb", "slices": 1, "instances": 4, "memory_mib": 35840, "multiprocessors": 16,
+                "id": 9, "name": "1g.35gb", "nvlib_name": "1g.35gb", "slices": 1, "instances": 4, "memory_mib": 35942, "multiprocessors": 16,
                 "copy_engines": 1, "decoders": 1, "encoders": 0, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1,
                 "placements": ((0, 2), (2, 2), (4, 2), (6, 2)),
                 "compute_profiles": (
                     {
                         "id": 0, "name": "1g.35gb", "slices": 1, "instances": 1, "multiprocessors": 16, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 1),),
+                    },
+                ),
+            },
+        ),
+    },
+    "H100-NVL": {
+        "name": "NVIDIA H100 NVL", "brand": "Nvidia", "architecture": "Hopper", "cuda_compute_capability": "9.0", "memory_mib": 95830,
+        "pci_device_id": "0x232110de",
+        "mig_profiles": (
+            {
+                "id": 0, "name": "1g.12gb", "slices": 1, "instances": 7, "memory_mib": 11978, "multiprocessors": 16, "copy_engines": 1, "decoders": 1,
+                "encoders": 0, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1, "placements": ((0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)),
+                "compute_profiles": (
+                    {
+                        "id": 0, "name": "1g.12gb", "slices": 1, "instances": 1, "multiprocessors": 16, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 1),),
+                    },
+                ),
+            },
+            {
+                "id": 1, "name": "2g.24gb", "slices": 2, "instances": 3, "memory_mib": 23957, "multiprocessors": 32, "copy_engines": 2, "decoders": 2,
+                "encoders": 0, "jpeg_engines": 2, "ofa_engines": 0, "p2p": 1, "placements": ((0, 2), (2, 2), (4, 2)),
+                "compute_profiles": (
+                    {
+                        "id": 0, "name": "1c.2g.24gb", "slices": 1, "instances": 2, "multiprocessors": 16, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 1), (1, 1)),
+                    },
+                    {
+                        "id": 1, "name": "2g.24gb", "slices": 2, "instances": 1, "multiprocessors": 32, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 2),),
+                    },
+                ),
+            },
+            {
+                "id": 2, "name": "3g.47gb", "slices": 3, "instances": 2, "memory_mib": 47915, "multiprocessors": 48, "copy_engines": 3, "decoders": 3,
+                "encoders": 0, "jpeg_engines": 3, "ofa_engines": 0, "p2p": 1, "placements": ((0, 4), (4, 4)),
+                "compute_profiles": (
+                    {
+                        "id": 0, "name": "1c.3g.47gb", "slices": 1, "instances": 3, "multiprocessors": 16, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0,
+                        "placements": ((0, 1), (1, 1), (2, 1)),
+                    },
+                    {
+                        "id": 1, "name": "2c.3g.47gb", "slices": 2, "instances": 1, "multiprocessors": 32, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 2),),
+                    },
+                    {
+                        "id": 2, "name": "3g.47gb", "slices": 3, "instances": 1, "multiprocessors": 48, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 3),),
+                    },
+                ),
+            },
+            {
+                "id": 3, "name": "4g.47gb", "slices": 4, "instances": 1, "memory_mib": 47915, "multiprocessors": 64, "copy_engines": 4, "decoders": 4,
+                "encoders": 0, "jpeg_engines": 4, "ofa_engines": 0, "p2p": 1, "placements": ((0, 4),),
+                "compute_profiles": (
+                    {
+                        "id": 0, "name": "1c.4g.47gb", "slices": 1, "instances": 4, "multiprocessors": 16, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0,
+                        "placements": ((0, 1), (1, 1), (2, 1), (3, 1)),
+                    },
+                    {
+                        "id": 1, "name": "2c.4g.47gb", "slices": 2, "instances": 2, "multiprocessors": 32, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 2), (2, 2)),
+                    },
+                    {
+                        "id": 3, "name": "4g.47gb", "slices": 4, "instances": 1, "multiprocessors": 64, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 4),),
+                    },
+                ),
+            },
+            {
+                "id": 4, "name": "7g.94gb", "slices": 7, "instances": 1, "memory_mib": 95830, "multiprocessors": 112, "copy_engines": 8,
+                "decoders": 7, "encoders": 0, "jpeg_engines": 7, "ofa_engines": 1, "p2p": 1, "placements": ((0, 8),),
+                "compute_profiles": (
+                    {
+                        "id": 0, "name": "1c.7g.94gb", "slices": 1, "instances": 7, "multiprocessors": 16, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0,
+                        "placements": ((0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)),
+                    },
+                    {
+                        "id": 1, "name": "2c.7g.94gb", "slices": 2, "instances": 3, "multiprocessors": 32, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0,
+                        "placements": ((0, 2), (2, 2), (4, 2)),
+                    },
+                    {
+                        "id": 2, "name": "3c.7g.94gb", "slices": 3, "instances": 2, "multiprocessors": 48, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 3), (4, 3)),
+                    },
+                    {
+                        "id": 4, "name": "7g.94gb", "slices": 7, "instances": 1, "multiprocessors": 112, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 7),),
+                    },
+                ),
+            },
+            {
+                "id": 7, "name": "1g.12gb+me", "slices": 1, "instances": 1, "memory_mib": 11978, "multiprocessors": 16, "copy_engines": 1,
+                "decoders": 1, "encoders": 0, "jpeg_engines": 1, "ofa_engines": 1, "p2p": 1,
+                "placements": ((0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)),
+                "compute_profiles": (
+                    {
+                        "id": 0, "name": "1g.12gb+me", "slices": 1, "instances": 1, "multiprocessors": 16, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 1),),
+                    },
+                ),
+            },
+            {
+                "id": 9, "name": "1g.24gb", "slices": 1, "instances": 4, "memory_mib": 23957, "multiprocessors": 16, "copy_engines": 1, "decoders": 1,
+                "encoders": 0, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1, "placements": ((0, 2), (2, 2), (4, 2), (6, 2)),
+                "compute_profiles": (
+                    {
+                        "id": 0, "name": "1g.24gb", "slices": 1, "instances": 1, "multiprocessors": 16, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 1),),
+                    },
+                ),
+            },
+        ),
+    },
+    "GH200-480GB": {
+        "name": "NVIDIA GH200 480GB", "brand": "Nvidia", "architecture": "Hopper", "cuda_compute_capability": "9.0", "memory_mib": 97871,
+        "pci_device_id": "0x234210de",
+        "mig_profiles": (
+            {
+                "id": 0, "name": "1g.12gb", "slices": 1, "instances": 7, "memory_mib": 12233, "multiprocessors": 16, "copy_engines": 1, "decoders": 1,
+                "encoders": 0, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1, "placements": ((0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)),
+                "compute_profiles": (
+                    {
+                        "id": 0, "name": "1g.12gb", "slices": 1, "instances": 1, "multiprocessors": 16, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 1),),
+                    },
+                ),
+            },
+            {
+                "id": 1, "name": "2g.24gb", "slices": 2, "instances": 3, "memory_mib": 24467, "multiprocessors": 32, "copy_engines": 2, "decoders": 2,
+                "encoders": 0, "jpeg_engines": 2, "ofa_engines": 0, "p2p": 1, "placements": ((0, 2), (2, 2), (4, 2)),
+                "compute_profiles": (
+                    {
+                        "id": 0, "name": "1c.2g.24gb", "slices": 1, "instances": 2, "multiprocessors": 16, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 1), (1, 1)),
+                    },
+                    {
+                        "id": 1, "name": "2g.24gb", "slices": 2, "instances": 1, "multiprocessors": 32, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 2),),
+                    },
+                ),
+            },
+            {
+                "id": 2, "name": "3g.48gb", "slices": 3, "instances": 2, "memory_mib": 48935, "multiprocessors": 48, "copy_engines": 3, "decoders": 3,
+                "encoders": 0, "jpeg_engines": 3, "ofa_engines": 0, "p2p": 1, "placements": ((0, 4), (4, 4)),
+                "compute_profiles": (
+                    {
+                        "id": 0, "name": "1c.3g.48gb", "slices": 1, "instances": 3, "multiprocessors": 16, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0,
+                        "placements": ((0, 1), (1, 1), (2, 1)),
+                    },
+                    {
+                        "id": 1, "name": "2c.3g.48gb", "slices": 2, "instances": 1, "multiprocessors": 32, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 2),),
+                    },
+                    {
+                        "id": 2, "name": "3g.48gb", "slices": 3, "instances": 1, "multiprocessors": 48, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 3),),
+                    },
+                ),
+            },
+            {
+                "id": 3, "name": "4g.48gb", "slices": 4, "instances": 1, "memory_mib": 48935, "multiprocessors": 64, "copy_engines": 4, "decoders": 4,
+                "encoders": 0, "jpeg_engines": 4, "ofa_engines": 0, "p2p": 1, "placements": ((0, 4),),
+                "compute_profiles": (
+                    {
+                        "id": 0, "name": "1c.4g.48gb", "slices": 1, "instances": 4, "multiprocessors": 16, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0,
+                        "placements": ((0, 1), (1, 1), (2, 1), (3, 1)),
+                    },
+                    {
+                        "id": 1, "name": "2c.4g.48gb", "slices": 2, "instances": 2, "multiprocessors": 32, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 2), (2, 2)),
+                    },
+                    {
+                        "id": 3, "name": "4g.48gb", "slices": 4, "instances": 1, "multiprocessors": 64, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 4),),
+                    },
+                ),
+            },
+            {
+                "id": 4, "name": "7g.96gb", "slices": 7, "instances": 1, "memory_mib": 97871, "multiprocessors": 112, "copy_engines": 8,
+                "decoders": 7, "encoders": 0, "jpeg_engines": 7, "ofa_engines": 1, "p2p": 1, "placements": ((0, 8),),
+                "compute_profiles": (
+                    {
+                        "id": 0, "name": "1c.7g.96gb", "slices": 1, "instances": 7, "multiprocessors": 16, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0,
+                        "placements": ((0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)),
+                    },
+                    {
+                        "id": 1, "name": "2c.7g.96gb", "slices": 2, "instances": 3, "multiprocessors": 32, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0,
+                        "placements": ((0, 2), (2, 2), (4, 2)),
+                    },
+                    {
+                        "id": 2, "name": "3c.7g.96gb", "slices": 3, "instances": 2, "multiprocessors": 48, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 3), (4, 3)),
+                    },
+                    {
+                        "id": 4, "name": "7g.96gb", "slices": 7, "instances": 1, "multiprocessors": 112, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 7),),
+                    },
+                ),
+            },
+            {
+                "id": 7, "name": "1g.12gb+me", "slices": 1, "instances": 1, "memory_mib": 12233, "multiprocessors": 16, "copy_engines": 1,
+                "decoders": 1, "encoders": 0, "jpeg_engines": 1, "ofa_engines": 1, "p2p": 1,
+                "placements": ((0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)),
+                "compute_profiles": (
+                    {
+                        "id": 0, "name": "1g.12gb+me", "slices": 1, "instances": 1, "multiprocessors": 16, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 1),),
+                    },
+                ),
+            },
+            {
+                "id": 9, "name": "1g.24gb", "slices": 1, "instances": 4, "memory_mib": 24467, "multiprocessors": 16, "copy_engines": 1, "decoders": 1,
+                "encoders": 0, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1, "placements": ((0, 2), (2, 2), (4, 2), (6, 2)),
+                "compute_profiles": (
+                    {
+                        "id": 0, "name": "1g.24gb", "slices": 1, "instances": 1, "multiprocessors": 16, "shared_copy_engines": 0,
                         "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 1),),
                     },
                 ),
@@ -1046,7 +1277,6 @@ DISAGREEMENTS = (
         ("pciids", "mig-parted-config-default", "gpu-operator-pr-1242"),
         "documented",
     ),
-    ("B200-180GB-HBM3e", None, "memory_mib", 184320, 183359, ("tensorrt-llm-10278",), "mock"),
     ("B200-180GB-HBM3e", "1g.23gb", "copy_engines", 1, 2, ("mig-user-guide",), "documented"),
     ("B200-180GB-HBM3e", "1g.23gb", "jpeg_engines", 0, 1, ("mig-user-guide",), "documented"),
     ("B200-180GB-HBM3e", "2g.45gb", "copy_engines", 2, 3, ("mig-user-guide",), "documented"),
@@ -1078,7 +1308,14 @@ DISAGREEMENTS = (
     ),
     ("B200-180GB-HBM3e", "1g.45gb", "copy_engines", 1, 2, ("mig-user-guide",), "documented"),
     ("B200-180GB-HBM3e", "1g.45gb", "jpeg_engines", 0, 1, ("mig-user-guide",), "documented"),
-    ("H100-80GB-HBM3", None, "memory_mib", 81920, 81559, ("mig-user-guide", "modal-nvidia-smi-totals"), "mock"),
+    ("B200-180GB-HBM3e", None, "memory_mib", 184320, 183359, ("tensorrt-llm-10278",), "documented"),
+    ("B200-180GB-HBM3e", "1g.23gb", "memory_mib", 23552, 22919, ("tensorrt-llm-10278", "placements"), "documented"),
+    ("B200-180GB-HBM3e", "2g.45gb", "memory_mib", 46080, 45839, ("tensorrt-llm-10278", "placements"), "documented"),
+    ("B200-180GB-HBM3e", "3g.90gb", "memory_mib", 92160, 91679, ("tensorrt-llm-10278", "placements"), "documented"),
+    ("B200-180GB-HBM3e", "4g.90gb", "memory_mib", 92160, 91679, ("tensorrt-llm-10278", "placements"), "documented"),
+    ("B200-180GB-HBM3e", "7g.180gb", "memory_mib", 184320, 183359, ("tensorrt-llm-10278", "placements"), "documented"),
+    ("B200-180GB-HBM3e", "1g.23gb+me", "memory_mib", 23552, 22919, ("tensorrt-llm-10278", "placements"), "documented"),
+    ("B200-180GB-HBM3e", "1g.45gb", "memory_mib", 46080, 45839, ("tensorrt-llm-10278", "placements"), "documented"),
     ("H100-80GB-HBM3", "1g.10gb", "jpeg_engines", 0, 1, ("mig-user-guide",), "documented"),
     ("H100-80GB-HBM3", "2g.20gb", "decoders", 1, 2, ("mig-user-guide",), "documented"),
     ("H100-80GB-HBM3", "2g.20gb", "jpeg_engines", 0, 2, ("mig-user-guide",), "documented"),
@@ -1102,6 +1339,7 @@ DISAGREEMENTS = (
         "documented",
     ),
     ("H100-80GB-HBM3", "1g.20gb", "jpeg_engines", 0, 1, ("mig-user-guide",), "documented"),
+    ("H100-80GB-HBM3", None, "memory_mib", 81920, 81559, ("mig-user-guide", "modal-nvidia-smi-totals"), "mock"),
     ("H200-141GB-HBM3e", None, "name", "NVIDIA H200 141GB HBM3e", "NVIDIA H200", ("mig-parted-issue-120",), "mock"),
     (
         "H200-141GB-HBM3e",
@@ -1135,4 +1373,105 @@ DISAGREEMENTS = (
         "documented",
     ),
     ("H200-141GB-HBM3e", "1g.35gb", "jpeg_engines", 0, 1, ("mig-user-guide",), "documented"),
+    ("H200-141GB-HBM3e", None, "memory_mib", 144384, 143771, ("nvidia-smi-h200-gh200-totals",), "documented"),
+    ("H200-141GB-HBM3e", "1g.18gb", "memory_mib", 18432, 17971, ("nvidia-smi-h200-gh200-totals", "placements"), "documented"),
+    ("H200-141GB-HBM3e", "2g.35gb", "memory_mib", 35840, 35942, ("nvidia-smi-h200-gh200-totals", "placements"), "documented"),
+    ("H200-141GB-HBM3e", "3g.71gb", "memory_mib", 72704, 71885, ("nvidia-smi-h200-gh200-totals", "placements"), "documented"),
+    ("H200-141GB-HBM3e", "4g.71gb", "memory_mib", 72704, 71885, ("nvidia-smi-h200-gh200-totals", "placements"), "documented"),
+    ("H200-141GB-HBM3e", "7g.141gb", "memory_mib", 144384, 143771, ("nvidia-smi-h200-gh200-totals", "placements"), "documented"),
+    ("H200-141GB-HBM3e", "1g.18gb+me", "memory_mib", 18432, 17971, ("nvidia-smi-h200-gh200-totals", "placements"), "documented"),
+    ("H200-141GB-HBM3e", "1g.35gb", "memory_mib", 35840, 35942, ("nvidia-smi-h200-gh200-totals", "placements"), "documented"),
+)
+
+DERIVED = (
+    ("H100-NVL", None, "brand", "Nvidia", "from H100-80GB-HBM3"),
+    ("H100-NVL", None, "architecture", "Hopper", "from H100-80GB-HBM3"),
+    ("H100-NVL", None, "cuda_compute_capability", "9.0", "from H100-80GB-HBM3"),
+    ("H100-NVL", "1g.12gb", "memory_mib", 11978, "share of memory_mib"),
+    ("H100-NVL", "1g.12gb", "encoders", 0, "from H100-80GB-HBM3"),
+    ("H100-NVL", "1g.12gb", "id", 0, "from H100-80GB-HBM3"),
+    ("H100-NVL", "1g.12gb", "multiprocessors", 16, "from H100-80GB-HBM3"),
+    ("H100-NVL", "1g.12gb", "p2p", 1, "from H100-80GB-HBM3"),
+    ("H100-NVL", "1g.12gb", "compute_profiles", 1, "from H100-80GB-HBM3"),
+    ("H100-NVL", "1g.12gb+me", "memory_mib", 11978, "share of memory_mib"),
+    ("H100-NVL", "1g.12gb+me", "encoders", 0, "from H100-80GB-HBM3"),
+    ("H100-NVL", "1g.12gb+me", "id", 7, "from H100-80GB-HBM3"),
+    ("H100-NVL", "1g.12gb+me", "multiprocessors", 16, "from H100-80GB-HBM3"),
+    ("H100-NVL", "1g.12gb+me", "p2p", 1, "from H100-80GB-HBM3"),
+    ("H100-NVL", "1g.12gb+me", "compute_profiles", 1, "from H100-80GB-HBM3"),
+    ("H100-NVL", "1g.24gb", "memory_mib", 23957, "share of memory_mib"),
+    ("H100-NVL", "1g.24gb", "encoders", 0, "from H100-80GB-HBM3"),
+    ("H100-NVL", "1g.24gb", "id", 9, "from H100-80GB-HBM3"),
+    ("H100-NVL", "1g.24gb", "multiprocessors", 16, "from H100-80GB-HBM3"),
+    ("H100-NVL", "1g.24gb", "p2p", 1, "from H100-80GB-HBM3"),
+    ("H100-NVL", "1g.24gb", "compute_profiles", 1, "from H100-80GB-HBM3"),
+    ("H100-NVL", "2g.24gb", "memory_mib", 23957, "share of memory_mib"),
+    ("H100-NVL", "2g.24gb", "encoders", 0, "from H100-80GB-HBM3"),
+    ("H100-NVL", "2g.24gb", "id", 1, "from H100-80GB-HBM3"),
+    ("H100-NVL", "2g.24gb", "multiprocessors", 32, "from H100-80GB-HBM3"),
+    ("H100-NVL", "2g.24gb", "p2p", 1, "from H100-80GB-HBM3"),
+    ("H100-NVL", "2g.24gb", "compute_profiles", 2, "from H100-80GB-HBM3"),
+    ("H100-NVL", "3g.47gb", "memory_mib", 47915, "share of memory_mib"),
+    ("H100-NVL", "3g.47gb", "encoders", 0, "from H100-80GB-HBM3"),
+    ("H100-NVL", "3g.47gb", "id", 2, "from H100-80GB-HBM3"),
+    ("H100-NVL", "3g.47gb", "multiprocessors", 48, "from H100-80GB-HBM3"),
+    ("H100-NVL", "3g.47gb", "p2p", 1, "from H100-80GB-HBM3"),
+    ("H100-NVL", "3g.47gb", "compute_profiles", 3, "from H100-80GB-HBM3"),
+    ("H100-NVL", "4g.47gb", "memory_mib", 47915, "share of memory_mib"),
+    ("H100-NVL", "4g.47gb", "encoders", 0, "from H100-80GB-HBM3"),
+    ("H100-NVL", "4g.47gb", "id", 3, "from H100-80GB-HBM3"),
+    ("H100-NVL", "4g.47gb", "multiprocessors", 64, "from H100-80GB-HBM3"),
+    ("H100-NVL", "4g.47gb", "p2p", 1, "from H100-80GB-HBM3"),
+    ("H100-NVL", "4g.47gb", "compute_profiles", 3, "from H100-80GB-HBM3"),
+    ("H100-NVL", "7g.94gb", "memory_mib", 95830, "share of memory_mib"),
+    ("H100-NVL", "7g.94gb", "encoders", 0, "from H100-80GB-HBM3"),
+    ("H100-NVL", "7g.94gb", "id", 4, "from H100-80GB-HBM3"),
+    ("H100-NVL", "7g.94gb", "multiprocessors", 112, "from H100-80GB-HBM3"),
+    ("H100-NVL", "7g.94gb", "p2p", 1, "from H100-80GB-HBM3"),
+    ("H100-NVL", "7g.94gb", "compute_profiles", 4, "from H100-80GB-HBM3"),
+    ("GH200-480GB", None, "brand", "Nvidia", "from H100-80GB-HBM3"),
+    ("GH200-480GB", None, "architecture", "Hopper", "from H100-80GB-HBM3"),
+    ("GH200-480GB", None, "cuda_compute_capability", "9.0", "from H100-80GB-HBM3"),
+    ("GH200-480GB", "1g.12gb", "memory_mib", 12233, "share of memory_mib"),
+    ("GH200-480GB", "1g.12gb", "encoders", 0, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "1g.12gb", "id", 0, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "1g.12gb", "multiprocessors", 16, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "1g.12gb", "p2p", 1, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "1g.12gb", "compute_profiles", 1, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "1g.12gb+me", "memory_mib", 12233, "share of memory_mib"),
+    ("GH200-480GB", "1g.12gb+me", "encoders", 0, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "1g.12gb+me", "id", 7, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "1g.12gb+me", "multiprocessors", 16, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "1g.12gb+me", "p2p", 1, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "1g.12gb+me", "compute_profiles", 1, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "1g.24gb", "memory_mib", 24467, "share of memory_mib"),
+    ("GH200-480GB", "1g.24gb", "encoders", 0, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "1g.24gb", "id", 9, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "1g.24gb", "multiprocessors", 16, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "1g.24gb", "p2p", 1, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "1g.24gb", "compute_profiles", 1, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "2g.24gb", "memory_mib", 24467, "share of memory_mib"),
+    ("GH200-480GB", "2g.24gb", "encoders", 0, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "2g.24gb", "id", 1, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "2g.24gb", "multiprocessors", 32, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "2g.24gb", "p2p", 1, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "2g.24gb", "compute_profiles", 2, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "3g.48gb", "memory_mib", 48935, "share of memory_mib"),
+    ("GH200-480GB", "3g.48gb", "encoders", 0, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "3g.48gb", "id", 2, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "3g.48gb", "multiprocessors", 48, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "3g.48gb", "p2p", 1, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "3g.48gb", "compute_profiles", 3, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "4g.48gb", "memory_mib", 48935, "share of memory_mib"),
+    ("GH200-480GB", "4g.48gb", "encoders", 0, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "4g.48gb", "id", 3, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "4g.48gb", "multiprocessors", 64, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "4g.48gb", "p2p", 1, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "4g.48gb", "compute_profiles", 3, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "7g.96gb", "memory_mib", 97871, "share of memory_mib"),
+    ("GH200-480GB", "7g.96gb", "encoders", 0, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "7g.96gb", "id", 4, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "7g.96gb", "multiprocessors", 112, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "7g.96gb", "p2p", 1, "from H100-80GB-HBM3"),
+    ("GH200-480GB", "7g.96gb", "compute_profiles", 4, "from H100-80GB-HBM3"),
 )

@@ -74,7 +74,8 @@ def test_layout_the_product_cannot_hold_fails_with_the_reason():
     # several profiles on one GPU: what NVIDIA's placements hold together, else what the layout needs
     assert op.apply_layout(A100_80, 1, [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 3, "2g.20gb": 1}}]) == [
         {"mig": True, "devices": {"1g.10gb": 3, "2g.20gb": 1}}]
-    with pytest.raises(op.LayoutError, match=re.escape("entry 0: 4 x 1g.20gb + 1 x 3g.40gb do not fit one A100-SXM4-80GB: they need 12 of its 8 memory slices")):
+    beyond = "entry 0: 4 x 1g.20gb + 1 x 3g.40gb do not fit one A100-SXM4-80GB: they need 12 of its 8 memory slices"
+    with pytest.raises(op.LayoutError, match=re.escape(beyond)):
         op.apply_layout(A100_80, 1, [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.20gb": 4, "3g.40gb": 1}}])
     with pytest.raises(op.LayoutError, match="MIG disabled"):
         op.apply_layout(A100_80, 1, [{"devices": "all", "mig-enabled": False, "mig-devices": {"1g.10gb": 1}}])
