@@ -38,12 +38,13 @@ answer, which the kubelet program's ``--once`` prints (it prints each resource's
 An XID the plugin ignores (13: an application error) leaves the device healthy unless ``DP_ENABLE_HEALTHCHECKS``
 names it; with the operator lab's environment (health checks off) an XID changes nothing.
 
-The comparison table is printed (``pytest -s`` or ``-rA`` show it) and given as a warning summary. The one deliberate
-difference is KNOWN_DIFFERENCES (with its reason): the MIG profiles v0.18.0 names otherwise than the tables, compared
-under the plugin's name. Any other difference fails. Differences the test found in the model were fixed in the model:
-a resource's own ``rename`` (the plugin ignores it) and the single strategy under time-slicing (the plugin shares the
-MIG devices). 177 cases, about 33 s on 2 cores (6 at a time; each run mostly waits for the kubelet program's quiet
-second).
+The comparison table is printed (``pytest -s`` or ``-rA`` show it) and given as a warning summary. Resources are
+compared name by name, MIG profiles under the names NVIDIA documents (the tables give each profile the memory a board
+reports, which go-nvlib names it from); any difference fails. Differences the test found in the model were fixed in the
+model: a resource's own ``rename`` (the plugin ignores it) and the single strategy under time-slicing (the plugin
+shares the MIG devices); in the tables: the H200's and B200's profile memory (go-nvml's mock gave their 1g profile a
+little more than its share, and the plugin listed it under the next profile's name). About 200 cases, 40 s on 2 cores
+(6 at a time; each run mostly waits for the kubelet program's quiet second).
 """
 from __future__ import annotations
 
@@ -56,7 +57,6 @@ import warnings
 import pytest
 
 from conftest import REPO, built_tool, subprocess_env, text_table
-from test_nvidia_gfd import GFD_PROFILE_NAMES
 from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import device_plugin
 from ansible_collections.gpushare.k8s.plugins.module_utils.nvidia import gpu_operator
 from ansible_collections.gpushare.k8s.plugins.module_utils.lab import operator_standin as gpu_operator_standin
@@ -75,14 +75,11 @@ RUN_TIMEOUT = 60
 # variable unset). None removes a variable.
 HEALTH_CHECKS_ON = {"DP_DISABLE_HEALTHCHECKS": None}
 WORKERS = 6
-# The one deliberate difference, listed once (test_nvidia_gfd.GFD_PROFILE_NAMES, with its reason there): a few MIG
-# profiles NVIDIA's v0.18.0 binaries name otherwise than the tables: go-nvml's mock memory figures put them just over
-# the share NVIDIA documents, and go-nvlib rounds up to eighths (an H200 1g.18gb is advertised as
-# nvidia.com/mig-1g.35gb); the model keeps the documented names (mig-parted, nvidia-smi). The
-# plugin advertises the same devices, in the same number, under that name: the model's resource is compared under it.
-KNOWN_DIFFERENCES = {(product, profile): name for (product, profile), name in GFD_PROFILE_NAMES.items() if "+" not in profile}
-
-
+# Two profiles of one GPU with the same compute slices and different memory, listed both on one node (one per GPU):
+# go-nvml's mock gave the first a little more than its share of the memory, and NVIDIA's plugin then listed both under
+# the second's name (test_two_profiles_of_one_size_apart_in_memory_are_listed_under_their_own_names).
+DOUBLE_MEMORY = {"H200-141GB-HBM3e": ("1g.18gb", "1g.35gb"), "B200-180GB-HBM3e": ("1g.23gb", "1g.45gb"), "H100-NVL": ("1g.12gb", "1g.24gb"),
+                 "GH200-480GB": ("1g.12gb", "1g.24gb")}
 def _time_slicing(replicas, rename_by_default=False, fail=False, strategy=None):
     block = {"resources": [{"name": "nvidia.com/gpu", "replicas": replicas}]}
     if rename_by_default:
@@ -164,12 +161,10 @@ def mig_cases():
         cases.append(_case(spelled, "mig-mixed", GPUS, two, "mixed", "%d x %s, %d x %s" % (len(two[0]), first, len(two[1]), last)))
         small = [profiles[0]] * mig.max_instances(product, profiles[0])
         cases.append(_case(spelled, "mig-single", GPUS, [small, small], "single", "%d x %s on both" % (len(small), profiles[0])))
-    # a node holding both profiles the plugin names alike (KNOWN_DIFFERENCES onto another profile of the same GPU)
-    for (product, profile), other in sorted(KNOWN_DIFFERENCES.items()):
-        if other in mig.profiles(product):
-            both = [[profile] * mig.max_instances(product, profile), [other] * mig.max_instances(product, other)]
-            cases.append(_case("NVIDIA-" + product, "mig-mixed", GPUS, both, "mixed",
-                               "%d x %s, %d x %s" % (len(both[0]), profile, len(both[1]), other)))
+    # a node holding two profiles of one size apart in memory (DOUBLE_MEMORY), one per GPU
+    for product, (profile, other) in sorted(DOUBLE_MEMORY.items()):
+        both = [[profile] * mig.max_instances(product, profile), [other] * mig.max_instances(product, other)]
+        cases.append(_case("NVIDIA-" + product, "mig-mixed", GPUS, both, "mixed", "%d x %s, %d x %s" % (len(both[0]), profile, len(both[1]), other)))
     product = mig.products()[0]
     spelled = "NVIDIA-" + product
     profile = list(mig.profiles(product))[0]
@@ -191,28 +186,6 @@ def model_resources(case):
     resources, _labels = gpu_operator.node_state(NODE, case["product"], _gpu_state(case["gpus"], case["devices"]), config, strategy,
                                                  config_name=case["config"])
     return {name: count for name, count in resources.items() if count}
-
-
-def plugin_named(product, resources):
-    """The model's ``resources`` with each profile of KNOWN_DIFFERENCES under the plugin's name; what was renamed; and
-    the names two of the model's resources collapse into ({plugin's name: {model's name: count}}).
-
-    A collapse is not a match: on a node holding both the mock's B200 1g.23gb and the real 1g.45gb, the plugin lists
-    one resource of both counts, and a comparison of sums would call that the same. The caller compares per name and
-    reports collapsed names apart."""
-    product = gpu_products.canonical(product)
-    sources, notes = {}, []
-    for name, count in resources.items():
-        profile = name[len("nvidia.com/mig-"):] if name.startswith("nvidia.com/mig-") else None
-        other = KNOWN_DIFFERENCES.get((product, profile))
-        target = name
-        if other:
-            notes.append("%s as %s" % (profile, other))
-            target = mig.resource_name(other)
-        sources.setdefault(target, {})[name] = count
-    renamed = {target: sum(counts.values()) for target, counts in sources.items()}
-    collapsed = {target: counts for target, counts in sources.items() if len(counts) > 1}
-    return renamed, ", ".join(notes), collapsed
 
 
 @pytest.fixture(scope="module")
@@ -275,19 +248,14 @@ def comparison(tools, tmp_path_factory):
         assert proc.returncode == 0, "the device plugin failed on %s:\n%s" % (where, proc.stderr[-3000:])
         plugin = {name: value["devices"] for name, value in listed.items()}
         unhealthy = {name: value for name, value in listed.items() if value["healthy"] != value["devices"]}
-        model, renamed, collapsed = plugin_named(case["product"], model_resources(case))
+        model = model_resources(case)
+        # compared per resource name: two profiles listed under one name would show as a difference, never as a sum
         differences = [(name, plugin.get(name, "(absent)"), model.get(name, "(absent)")) for name in sorted(set(plugin) | set(model))
-                       if name not in collapsed and plugin.get(name) != model.get(name)]
-        # a collapsed name is compared per profile: the plugin's one count against each of the model's, never their sum
-        collapses = ["%s: the plugin lists %s, the model %s" % (name, plugin.get(name, "(absent)"), ", ".join(
-            "%s %d" % (profile, count) for profile, count in sorted(counts.items()))) for name, counts in sorted(collapsed.items())]
-        results.append(dict(case, where=where, plugin=plugin, model=model, renamed=renamed, unhealthy=unhealthy, differences=differences,
-                            collapsed=collapsed, collapses=collapses))
+                       if plugin.get(name) != model.get(name)]
+        results.append(dict(case, where=where, plugin=plugin, model=model, unhealthy=unhealthy, differences=differences))
     rows = [(r["product"], r["config"] or "(defaults)", r["gpus"], r["strategy"] or "-", r["layout"], _show(r["plugin"]),
-             ("COLLAPSED: " + "; ".join(r["collapses"])) if r["collapses"] else
-             "same" if not r["differences"] else "DIFFERS: model " + _show(r["model"]), r["renamed"]) for r in results]
-    table = text_table(rows, ("product", "config", "gpus", "MIG strategy", "MIG devices (GPU 0, GPU 1)", "NVIDIA's plugin lists", "model",
-                              "plugin's profile name"))
+             "same" if not r["differences"] else "DIFFERS: model " + _show(r["model"])) for r in results]
+    table = text_table(rows, ("product", "config", "gpus", "MIG strategy", "MIG devices (GPU 0, GPU 1)", "NVIDIA's plugin lists", "model"))
     print("\nNVIDIA nvidia-device-plugin v0.18.0 over our NVML mock vs the model (%d cases, %.1f s):\n\n%s" % (len(results), elapsed, table))
     by_config = {}
     for result in results:
@@ -295,10 +263,8 @@ def comparison(tools, tmp_path_factory):
         counts[1 if result["differences"] else 0] += 1
     summary = text_table([(config, same + differ, same, differ) for config, (same, differ) in sorted(by_config.items())],
                          ("config", "cases", "same", "differ"))
-    report = ("nvidia-device-plugin v0.18.0 vs the model: %d products, %d configs, %d MIG layouts; %d cases in %.1f s (%d at a time)\n%s\n"
-              "compared under the plugin's profile name (KNOWN_DIFFERENCES, the mock's memory figures): %s"
-              % (len(gpu_products.products()), len(CONFIGS), sum(1 for r in results if r["devices"]), len(results), elapsed, WORKERS, summary,
-                 ", ".join("%s %s as %s" % (product, profile, name) for (product, profile), name in sorted(KNOWN_DIFFERENCES.items()))))
+    report = ("nvidia-device-plugin v0.18.0 vs the model: %d products, %d configs, %d MIG layouts; %d cases in %.1f s (%d at a time)\n%s"
+              % (len(gpu_products.products()), len(CONFIGS), sum(1 for r in results if r["devices"]), len(results), elapsed, WORKERS, summary))
     print("\n" + report)
     warnings.warn(report, stacklevel=1)
     return results
@@ -311,23 +277,16 @@ def test_the_plugin_advertises_the_models_resources_for_every_case(comparison):
         len(failing), len(comparison), text_table(rows, ("case", "resource", "plugin", "model")))
 
 
-def test_two_profiles_the_plugin_names_alike_are_shown_collapsed_not_matched(comparison):
-    """Where the mock's memory figures make go-nvlib give two profiles of one GPU the same name (the mock's H200 1g.18gb
-    and the real 1g.35gb both become 1g.35gb, the B200's 1g.23gb and 1g.45gb both 1g.45gb), a node holding both is
-    listed with one resource: those cases are reported as collapsed, never counted as the same. They are exactly the
-    cases whose layout holds both profiles, and the plugin's one count there is the devices of both."""
-    collapsed = [r for r in comparison if r["collapsed"]]
-    both = []
-    for r in comparison:
-        held = {profile for gpu in (r["devices"] or []) for profile in (gpu or [])}
-        product = gpu_products.canonical(r["product"])
-        if r["strategy"] == "mixed" and any((product, profile) in KNOWN_DIFFERENCES and KNOWN_DIFFERENCES[(product, profile)] in held
-                                            for profile in held):
-            both.append(r["where"])
-    assert [r["where"] for r in collapsed] == both and both, (both, [r["collapses"] for r in collapsed])
-    for r in collapsed:
-        for name, counts in r["collapsed"].items():
-            assert r["plugin"].get(name) == sum(counts.values()), r["collapses"]
+def test_two_profiles_of_one_size_apart_in_memory_are_listed_under_their_own_names(comparison):
+    """On a node holding both (one per GPU), the plugin lists each profile under the name NVIDIA documents, each with
+    its own count: the H200's 1g.18gb and 1g.35gb, the B200's 1g.23gb and 1g.45gb, the H100 NVL's and GH200's 1g.12gb
+    and 1g.24gb."""
+    for product, (small, large) in DOUBLE_MEMORY.items():
+        cases = [r for r in comparison if gpu_products.canonical(r["product"]) == product and r["strategy"] == "mixed"
+                 and [sorted(set(gpu or ())) for gpu in r["devices"] or ()] == [[small], [large]]]
+        assert len(cases) == 1, (product, [r["where"] for r in comparison if gpu_products.canonical(r["product"]) == product])
+        listed = cases[0]["plugin"]
+        assert listed == {mig.resource_name(small): mig.max_instances(product, small), mig.resource_name(large): mig.max_instances(product, large)}, listed
 
 
 def test_every_device_the_plugin_lists_is_healthy(comparison):
@@ -382,21 +341,10 @@ def test_an_xid_on_a_mig_gpu_makes_the_plugin_list_one_of_its_mig_devices_unheal
 def test_the_cases_cover_what_the_collection_writes(comparison):
     listed = {name for r in comparison for name in r["plugin"]}
     assert {"nvidia.com/gpu", "nvidia.com/gpu.shared"} <= listed
-    assert {mig.resource_name(KNOWN_DIFFERENCES.get((product, profile), profile)) for product in mig.products() for profile in mig.profiles(product)} <= listed
+    assert {mig.resource_name(profile) for product in mig.products() for profile in mig.profiles(product)} <= listed
     assert {r["config"] for r in comparison} == {None, *CONFIGS}
     assert {r["gpus"] for r in comparison} >= {0, 1, 2, 8}
     assert all(r["plugin"] == {} for r in comparison if r["gpus"] == 0)
-
-
-def test_the_known_differences_are_all_real(comparison):
-    """Every profile listed is one the plugin advertises under its other name, never under the tables' name."""
-    listed = {name for r in comparison for name in r["plugin"]}
-    for (product, profile), name in KNOWN_DIFFERENCES.items():
-        cases = [r for r in comparison if gpu_products.canonical(r["product"]) == product and r["devices"] and r["strategy"] == "mixed"
-                 and any(profile in (gpu or ()) for gpu in r["devices"])]
-        assert cases and all(mig.resource_name(name) in r["plugin"] for r in cases), (product, profile)
-        assert not [r for r in cases if mig.resource_name(profile) in r["plugin"]], (product, profile)
-    assert {mig.resource_name(name) for name in KNOWN_DIFFERENCES.values()} <= listed
 
 
 def test_the_plugin_ignores_a_resources_own_rename(comparison):

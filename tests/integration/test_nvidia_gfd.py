@@ -8,8 +8,10 @@ every kind of device-plugin config the collection writes (rendered by the collec
 holds it), GFD's ``nvidia.com/*`` labels must be the model's (``inventory.feature_labels``, what the
 gpu_feature_labels filter and role set), label for label and value for value. MIG nodes too: the inventory's MIG
 nodes (mixed strategy) with every profile of every product, the media-extension profiles, and the single strategy.
-The labels the model leaves out on purpose are in ENVIRONMENT_LABELS, each with its reason; the MIG profiles GFD
-v0.18.0 names otherwise than the tables are in GFD_PROFILE_NAMES; any other difference fails.
+The labels the model leaves out on purpose are in ENVIRONMENT_LABELS, each with its reason; any other difference fails.
+MIG profiles included: GFD names each profile from the memory NVML reports (go-nvlib: its share of the GPU, rounded up
+to eighths, times the GPU's GiB), and the tables give every profile the memory a board reports (at most its share), so
+GFD gives every profile of every product its documented name (the H200's 1g.18gb, the B200's 1g.23gb).
 
 The comparison table is printed (``pytest -s`` or ``-rA`` show it); a summary per label is also given as a warning,
 so it shows in the warnings summary of any run, xdist included. Both builds are cached in the user's cache (cold:
@@ -17,6 +19,7 @@ a couple of minutes for GFD, a second for the mock; their progress lines are sho
 """
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import os
 import re
@@ -109,26 +112,10 @@ CONFIG_TEXTS = inventory.render_configs(CONFIGS)
 
 
 NODE = "gfd-node"
-# MIG profiles GFD v0.18.0 names otherwise than the tables do: go-nvlib names a profile from the memory NVML reports,
-# rounded up to eighths of the GPU (1/8 of 141 GB is 17.6), and go-nvml's mock gives these a little more than the
-# eighth or half NVIDIA's MIG User Guide gives them (an H200 1g.18gb is 18432 of 144384 MiB, so it becomes "1g.35gb");
-# the tables name them by the mock's nominal size, as nvidia-smi names them on a real board (docs/nvidia-gfd.md). Every
-# other label of these devices must still match: the test compares them under GFD's name.
-# (product, the tables' profile) -> GFD v0.18.0's profile.
-GFD_PROFILE_NAMES = {
-    ("B200-180GB-HBM3e", "1g.23gb"): "1g.45gb",
-    ("B200-180GB-HBM3e", "1g.23gb+me"): "1g.45gb+me",
-    ("H200-141GB-HBM3e", "1g.18gb"): "1g.35gb",
-    ("H200-141GB-HBM3e", "1g.18gb+me"): "1g.35gb+me",
-    ("H200-141GB-HBM3e", "3g.71gb"): "3g.88gb",
-    ("H200-141GB-HBM3e", "4g.71gb"): "4g.88gb",
-}
-
-
-def _case(product, config, gpus, state, model, layout="-", renamed=None):
+def _case(product, config, gpus, state, model, layout="-"):
     text = CONFIG_TEXTS[config] if config is not None else None
     return {"product": product, "config": config or "(plugin defaults)", "gpus": gpus, "layout": layout, "state": state,
-            "config_text": text, "model": model, "renamed": renamed}
+            "config_text": text, "model": model}
 
 
 def _node(product, config, gpus):
@@ -136,22 +123,6 @@ def _node(product, config, gpus):
     if config is not None:
         node["config"] = config
     return node
-
-
-def _gfd_named(labels, product, profile):
-    """The model's labels with a profile's resource and product written as GFD v0.18.0 names the profile."""
-    gfd_profile = GFD_PROFILE_NAMES.get((gpu_products.canonical(product), profile))
-    if gfd_profile is None:
-        return labels, None
-    old, new = mig.resource_name(profile), mig.resource_name(gfd_profile)
-    renamed = {}
-    for key, value in labels.items():
-        if key.startswith(old + "."):
-            key = new + key[len(old):]
-        if key.endswith(".product"):
-            value = value.replace("-MIG-" + profile.replace("+", "."), "-MIG-" + gfd_profile.replace("+", "."))
-        renamed[key] = value
-    return renamed, "%s as %s" % (profile, gfd_profile)
 
 
 def plain_cases():
@@ -178,16 +149,16 @@ def mig_cases():
             for partitioned in (1, GPUS):
                 node = {"name": NODE, "gpus": GPUS, "mig": {"product": spelled, "profile": profile, "gpus": partitioned}}
                 devices = [[profile] * count if index < partitioned else [] for index in range(GPUS)]
-                model, renamed = _gfd_named(inventory.feature_labels(node, CONFIGS, None), product, profile)
+                model = inventory.feature_labels(node, CONFIGS, None)
                 result.append(_case(spelled, "mig-mixed", GPUS, nvml_state.node_state(product, GPUS, node=NODE, mig_devices=devices), model,
-                                    "%d x %s on %d of %d GPUs" % (count, profile, partitioned, GPUS), renamed))
+                                    "%d x %s on %d of %d GPUs" % (count, profile, partitioned, GPUS)))
         for entry in gpu_products.mig_profiles(product):
             if "+" in entry["name"]:
                 node = {"name": NODE, "gpus": GPUS, "mig": {"product": spelled, "profile": entry["name"]}}
-                model, renamed = _gfd_named(gpu_features.feature_labels(node, {mig.resource_name(entry["name"]): 1}), product, entry["name"])
+                model = gpu_features.feature_labels(node, {mig.resource_name(entry["name"]): 1})
                 devices = [[entry["name"]]] + [[] for _index in range(GPUS - 1)]
                 result.append(_case(spelled, "mig-mixed", GPUS, nvml_state.node_state(product, GPUS, node=NODE, mig_devices=devices), model,
-                                    "1 x %s on 1 of %d GPUs" % (entry["name"], GPUS), renamed))
+                                    "1 x %s on 1 of %d GPUs" % (entry["name"], GPUS)))
     return result
 
 
@@ -204,8 +175,7 @@ def single_cases():
             for config in ("mig-single", "mig-single-ts2"):
                 node = {"name": NODE, "gpus": GPUS, "product": spelled, "config": config}
                 labels = gpu_features.feature_labels(node, {"nvidia.com/gpu": count * GPUS}, CONFIGS[config], mig_single=(profile, count * GPUS))
-                model, renamed = _gfd_named(labels, product, profile)
-                result.append(_case(spelled, config, GPUS, state, model, "%d x %s on %d of %d GPUs" % (count, profile, GPUS, GPUS), renamed))
+                result.append(_case(spelled, config, GPUS, state, labels, "%d x %s on %d of %d GPUs" % (count, profile, GPUS, GPUS)))
     return result
 
 
@@ -260,11 +230,11 @@ def comparison(tools, tmp_path_factory):
         results.append(dict(case, gfd=gfd, compared=compared, differences=differences))
     elapsed = time.monotonic() - start
     rows = [(r["product"], r["config"], r["gpus"], r["layout"], len(r["compared"]), len(r["compared"]) - len(r["differences"]),
-             len(r["differences"]), r["gfd"].get("nvidia.com/gpu.product", "-"), r["gfd"].get("nvidia.com/mps.capable", "-"), r["renamed"] or "")
+             len(r["differences"]), r["gfd"].get("nvidia.com/gpu.product", "-"), r["gfd"].get("nvidia.com/mps.capable", "-"))
             for r in results]
     print("\nNVIDIA gpu-feature-discovery v0.18.0 over our NVML mock vs the model (%d cases, %.1f s):\n" % (len(results), elapsed))
     print(text_table(rows, ("product (inventory)", "config", "gpus", "MIG devices", "compared", "same", "differ", "GFD gpu.product",
-                            "GFD mps.capable", "GFD profile name")))
+                            "GFD mps.capable")))
     by_label = {}
     for result in results:
         for key in result["compared"]:
@@ -274,12 +244,10 @@ def comparison(tools, tmp_path_factory):
     seen = sorted({key for r in results for key in r["gfd"] if key in ENVIRONMENT_LABELS})
     report = (
         "GFD v0.18.0 vs the model: %d products x %d configs (+ aliases and GPU counts), %d MIG layouts; %d cases in %.1f s\n%s\n"
-        "left out on purpose (ENVIRONMENT_LABELS, GFD wrote %d of %d): %s\n"
-        "compared under GFD v0.18.0's profile name (GFD_PROFILE_NAMES): %s"
+        "left out on purpose (ENVIRONMENT_LABELS, GFD wrote %d of %d): %s"
         % (len(gpu_tables.PRODUCTS), len(CONFIGS) + 1, sum(1 for r in results if r["layout"] != "-"), len(results), elapsed,
            text_table(summary, ("label", "cases", "same", "differ")), len(seen), len(ENVIRONMENT_LABELS),
-           ", ".join(key[len("nvidia.com/"):] for key in seen),
-           ", ".join("%s %s as %s" % (product, profile, name) for (product, profile), name in sorted(GFD_PROFILE_NAMES.items())))
+           ", ".join(key[len("nvidia.com/"):] for key in seen))
     )
     print("\n" + report)
     warnings.warn(report, stacklevel=1)
@@ -291,6 +259,40 @@ def test_gfd_writes_the_models_labels_for_every_product_and_config(comparison):
     rows = [(r["product"], r["config"], r["gpus"], r["layout"], key, gfd, model) for r in failing for key, gfd, model in r["differences"]]
     assert not failing, "%d of %d cases differ from NVIDIA's GFD:\n%s" % (
         len(failing), len(comparison), text_table(rows, ("product", "config", "gpus", "MIG devices", "label", "GFD", "model")))
+
+
+def _documented_names():
+    """Each product of the tables -> the profile names of its row in NVIDIA's documented MIG geometry (the data file,
+    read by its own loader; merge.py names which row each product is)."""
+    tools = REPO / "tools" / "gpu-tables"
+    loaded = {}
+    for name in ("documented", "merge"):
+        spec = importlib.util.spec_from_file_location("gfd_" + name, tools / (name + ".py"))
+        loaded[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(loaded[name])
+    rows = {row["product"]: row for row in loaded["documented"].load(str(tools / "mig-geometry.yaml"))["products"]}
+    mapping = dict(loaded["merge"].MOCK_TO_DOCUMENTED, **{name: name for name in loaded["merge"].DOCUMENTED_FROM})
+    return {product: {profile["name"] for profile in rows[row]["profiles"]} for product, row in mapping.items()}
+
+
+def test_gfd_names_every_mig_profile_as_nvidia_documents_it(comparison):
+    """Every profile NVIDIA's GFD labels (``nvidia.com/mig-<profile>.count``, the mixed strategy) is named as NVIDIA's MIG
+    User Guide names it for that product: the H200's 1g.18gb, 1g.35gb and 3g.71gb, the B200's 1g.23gb and 1g.45gb, the
+    H100 NVL's 1g.12gb, the GH200's 3g.48gb (go-nvml's mock memory once made GFD name the H200's 1g.18gb 1g.35gb)."""
+    documented = _documented_names()
+    seen = {}
+    for result in comparison:
+        product = gpu_products.canonical(result["product"])
+        for key in result["gfd"]:
+            found = re.fullmatch(r"nvidia\.com/mig-(.+)\.count", key)
+            if found:
+                profile = found.group(1).replace(".me", "+me")
+                assert profile in documented[product], (product, profile, sorted(documented[product]))
+                seen.setdefault(product, set()).add(profile)
+    assert set(seen) == set(gpu_tables.PRODUCTS) - {p for p in gpu_tables.PRODUCTS if not gpu_tables.PRODUCTS[p]["mig_profiles"]}
+    for product, profiles in (("H200-141GB-HBM3e", {"1g.18gb", "1g.35gb", "3g.71gb", "7g.141gb"}), ("B200-180GB-HBM3e", {"1g.23gb", "1g.45gb"}),
+                              ("H100-NVL", {"1g.12gb", "3g.47gb", "7g.94gb"}), ("GH200-480GB", {"1g.12gb", "3g.48gb", "7g.96gb"})):
+        assert profiles <= seen[product], (product, sorted(seen[product]))
 
 
 def test_every_case_compares_the_full_label_set(comparison):

@@ -21,12 +21,10 @@ and layouts that mix profiles on one GPU (among them, for each Hopper and Blackw
 compute slices, as go-nvml's mock did, would accept), the oracle's verdict against the model's (``nvml_state.place``)
 and mig-parted's, on both GPUs of a node of two.
 
-The table is printed (``pytest -s`` or ``-rA``) and given as a warning summary. The profiles NVIDIA's v0.18.0 plugin
-and GFD name otherwise (test_nvidia_gfd.GFD_PROFILE_NAMES) are named the same way by mig-parted's go-nvlib (v0.7.0):
-mig-parted parses a profile name against the names the node's GPUs give, and a name no GPU gives makes it apply
-nothing and still report success (its config is dropped when it cannot be parsed). Those cases are run under the
-name mig-parted knows, listed once (MIG_PARTED_PROFILE_NAMES); ``test_a_profile_the_gpu_lacks_is_applied_as_nothing``
-shows the behaviour itself. Any other difference fails.
+The table is printed (``pytest -s`` or ``-rA``) and given as a warning summary. mig-parted parses a profile name
+against the names the node's GPUs give (go-nvlib v0.7.0 names a profile from the memory NVML reports), so every profile
+is run under the name NVIDIA documents, which the tables' memory gives it; a name no GPU gives makes mig-parted apply
+nothing and still report success (``test_a_profile_the_gpu_lacks_is_applied_as_nothing``). Any difference fails.
 """
 from __future__ import annotations
 
@@ -40,7 +38,6 @@ from pathlib import Path
 import yaml
 
 from conftest import built_tool, text_table
-from test_nvidia_gfd import GFD_PROFILE_NAMES
 from ansible_collections.gpushare.k8s.plugins.module_utils.lab import operator_standin as gpu_operator_standin
 from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import products as gpu_products
 from ansible_collections.gpushare.k8s.plugins.module_utils.hardware import mig
@@ -60,17 +57,13 @@ def _load(name):
 # documents' (merge.py names the pairs and why they differ).
 documented = _load("documented")
 DOCUMENTED = {row["product"]: row for row in documented.load(str(_TOOLS / "mig-geometry.yaml"))["products"]}
-MOCK_TO_DOCUMENTED = _load("merge").MOCK_TO_DOCUMENTED
+_MERGE = _load("merge")
+# tables.py's product -> its row in the data file (go-nvml's mock's products, and those written from the documents)
+MOCK_TO_DOCUMENTED = dict(_MERGE.MOCK_TO_DOCUMENTED, **{name: name for name in _MERGE.DOCUMENTED_FROM})
 
 GPUS = 2
 WORKERS = 4
 INSUFFICIENT = "ERROR_INSUFFICIENT_RESOURCES"
-# The names mig-parted v0.10.0 parses for the few profiles NVIDIA's v0.18.0 binaries name otherwise than the tables:
-# the same list, with the same reason (go-nvlib names a profile by its rounded memory share), as GFD's.
-MIG_PARTED_PROFILE_NAMES = GFD_PROFILE_NAMES
-# Profiles mig-parted v0.10.0 cannot name: the name NVIDIA's go-nvlib gives them is the one it gives a smaller profile
-# of the same GPU (above), and mig-parted resolves the name to that smaller profile. Shown in the table, not compared.
-MIG_PARTED_UNNAMEABLE = {("B200-180GB-HBM3e", "1g.45gb"), ("H200-141GB-HBM3e", "1g.35gb")}
 # Layouts mixing profiles on one GPU (product, {profile: count}), each fitting or not by the tables' placements.
 MIXED = [
     ("A100-SXM4-80GB", {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}),
@@ -90,6 +83,11 @@ MIXED = [
     ("B200-180GB-HBM3e", {"4g.90gb": 1, "2g.45gb": 1, "1g.23gb": 1}),
     ("H100-80GB-HBM3", {"3g.40gb": 1, "1g.20gb": 2}),
     ("H200-141GB-HBM3e", {"4g.71gb": 1, "3g.71gb": 1}),
+    # the products written from the documents: the H100 NVL and the GH200 place as the H100 does
+    ("H100-NVL", {"1g.24gb": 4, "3g.47gb": 1}),
+    ("H100-NVL", {"3g.47gb": 1, "1g.24gb": 2}),
+    ("GH200-480GB", {"3g.48gb": 1, "1g.24gb": 2}),
+    ("GH200-480GB", {"3g.48gb": 2, "1g.12gb": 1}),
     # one media extension per GPU: two +me profiles of the A30 fit its slices and placements, not its media extension
     ("A30-24GB", {"1g.6gb+me": 1, "2g.12gb+me": 1}),
     ("A30-24GB", {"1g.6gb+me": 1, "2g.12gb": 1}),
@@ -103,10 +101,6 @@ def oracle(product, layout):
 
 def _tools():
     return (built_tool("tools/mig-parted/build.sh") / "nvidia-mig-parted", built_tool("tools/nvml-mock/build.sh"))
-
-
-def _name(product, profile):
-    return MIG_PARTED_PROFILE_NAMES.get((product, profile), profile)
 
 
 def _config(devices):
@@ -140,14 +134,11 @@ def test_mig_parted_creates_what_the_model_says_fits_and_refuses_one_more(tmp_pa
         for profile, facts in mig.profiles(product).items():
             for count in (facts["max"], facts["max"] + 1):
                 cases.append((product, profile, count))
-    # the unnameable ones are exactly the profiles whose own name mig-parted gives another profile of the GPU
-    taken = {(product, name) for (product, profile), name in MIG_PARTED_PROFILE_NAMES.items() if profile != name}
-    assert MIG_PARTED_UNNAMEABLE == {(product, profile) for product, profile, _count in cases if (product, profile) in taken}
     started = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
         def run(item):
             key, (product, profile, count) = item
-            return _apply(binary, mock, tmp_path, key, product, {_name(product, profile): count}, gpus=1)
+            return _apply(binary, mock, tmp_path, key, product, {profile: count}, gpus=1)
 
         results = list(pool.map(run, enumerate(cases)))
     rows, wrong = [], []
@@ -156,14 +147,10 @@ def test_mig_parted_creates_what_the_model_says_fits_and_refuses_one_more(tmp_pa
         if fits != (count <= mig.max_instances(product, profile)):
             wrong.append("%s %s x%d: the documents say %s, the model %s" % (
                 product, profile, count, "fits" if fits else "refused", "fits" if not fits else "refused"))
-        if (product, profile) in MIG_PARTED_UNNAMEABLE:
-            rows.append((product, profile, count, "fits" if fits else "refused", "applied" if ok else "failed",
-                         "not compared: mig-parted reads %s as the smaller profile of that name" % profile))
-            continue
         ids = _profile_ids(product)
         want = {0: [ids[profile]] * count} if fits else None
         same = ok == fits and (made == want if fits else INSUFFICIENT in (reason or ""))
-        rows.append((product, _name(product, profile), count, "fits" if fits else "refused",
+        rows.append((product, profile, count, "fits" if fits else "refused",
                      "applied" if ok else "failed", "same" if same else "DIFFER"))
         if not same:
             wrong.append("%s %s x%d: model %s, mig-parted %s (%s), devices %s" % (
@@ -176,7 +163,10 @@ def test_mig_parted_creates_what_the_model_says_fits_and_refuses_one_more(tmp_pa
     # the issue's example, by name
     assert ("A100-SXM4-80GB", "1g.10gb", 7, "fits", "applied", "same") in rows
     assert ("A100-SXM4-80GB", "1g.10gb", 8, "refused", "failed", "same") in rows
-    assert sum(row[-1] == "same" for row in rows) == len(rows) - 2 * len(MIG_PARTED_UNNAMEABLE)
+    assert all(row[-1] == "same" for row in rows)
+    # the profiles go-nvml's mock memory once made mig-parted read as a smaller profile of the same GPU
+    assert ("H200-141GB-HBM3e", "1g.35gb", 4, "fits", "applied", "same") in rows
+    assert ("B200-180GB-HBM3e", "1g.45gb", 4, "fits", "applied", "same") in rows
 
 
 def test_mixed_layouts_fit_as_the_model_places_them(tmp_path):
@@ -200,7 +190,7 @@ def test_mixed_layouts_fit_as_the_model_places_them(tmp_path):
                 roles = False
             if roles != fits:
                 wrong.append("%s %s: the documents say %s (%s), the roles' check %s" % (product, devices, fits, why, roles))
-        ok, reason, made = _apply(binary, mock, tmp_path, key, product, {_name(product, p): c for p, c in devices.items()})
+        ok, reason, made = _apply(binary, mock, tmp_path, key, product, devices)
         ids = _profile_ids(product)
         want = sorted(ids[name] for name in names)
         same = ok == fits and (all(sorted(made.get(gpu, [])) == want for gpu in range(GPUS)) if fits else INSUFFICIENT in (reason or ""))
