@@ -411,3 +411,57 @@ def test_the_undo_needs_nothing_of_the_inventory_but_the_cluster(cluster, invent
     undone = run(cluster, other, "-e", "gpushare_sharing_state=absent")
     assert undone.returncode == 0, tail(undone)
     assert kubectl_views(cluster) == cluster.pristine
+
+
+# The GPUs teams buy now, one node each (one GPU), with a MIG pool per product under the profile names NVIDIA documents.
+CURRENT_GPUS = {
+    "it-h100-nvl": ("NVIDIA-H100-NVL", "nvl", {"profile": "1g.12gb"}, {"nvidia.com/mig-1g.12gb": "7"}),
+    "it-h200": ("NVIDIA-H200-141GB-HBM3e", "h200", {"profile": "1g.18gb"}, {"nvidia.com/mig-1g.18gb": "7"}),
+    "it-gh200": ("NVIDIA-GH200-480GB", "gh200", {"devices": {"3g.48gb": 1, "1g.24gb": 2}},
+                 {"nvidia.com/mig-3g.48gb": "1", "nvidia.com/mig-1g.24gb": "2"}),
+    "it-b200": ("NVIDIA-B200-180GB-HBM3e", "b200", {"layout": "all-1g.23gb"}, {"nvidia.com/mig-1g.23gb": "7"}),
+}
+
+
+def test_h100_nvl_h200_gh200_and_b200_nodes_run_end_to_end_with_their_real_profile_names(cluster, tmp_path):
+    """Issue 40: an inventory of the user's own with a MIG pool per product (H100 NVL, H200, GH200 480GB, B200), one node
+    of each joining the operator lab. NVIDIA's mig-parted applies each layout over the mock, its GFD labels and its device
+    plugin advertises each profile under the name NVIDIA's MIG User Guide gives it (nvidia.com/mig-1g.18gb on the H200,
+    1g.12gb on the H100 NVL, 3g.48gb and 1g.24gb together on the GH200, 1g.23gb on the B200); a re-run changes nothing;
+    the undo gives back what kubectl showed before."""
+    core = cluster.core
+    pools = [{"name": pool, "selector": {"matchLabels": {POOL_LABEL: pool}}, "mig": mig} for pool, mig in
+             ((pool, mig) for _product, pool, mig, _want in CURRENT_GPUS.values())]
+    user = yaml.safe_load(readme_inventory())
+    user["all"]["vars"]["gpushare_node_pools"] = pools
+    path = tmp_path / "gpu-cluster.yml"
+    path.write_text(yaml.safe_dump(user))
+    before = kubectl_views(cluster)
+    for name, (product, pool, _mig, _want) in CURRENT_GPUS.items():
+        core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {
+            "name": name, "labels": {"kubernetes.io/hostname": name, "type": "kwok", POOL_LABEL: pool},
+            "annotations": {"kwok.x-k8s.io/node": "fake", "gpushare.k8s/gpus": "1", "gpushare.k8s/gpu-product": product}}})
+    try:
+        wait_until(lambda: all("nvidia.com/gpu.product" in (core.read_node(name).metadata.labels or {}) for name in CURRENT_GPUS),
+                   timeout=120, what="GFD's labels on the new nodes")
+        proc = run(cluster, path)
+        assert proc.returncode == 0, tail(proc)
+        for name, (product, _pool, _mig, want) in CURRENT_GPUS.items():
+            node = core.read_node(name)
+            labels = node.metadata.labels
+            assert labels["nvidia.com/mig.config.state"] == "success", (name, labels)
+            assert allocatable(core, name) == want, (name, allocatable(core, name))
+            # NVIDIA's GFD over the mock: the product as NVML names it, each profile's count under the documented name
+            assert labels["nvidia.com/gpu.product"] == product, (name, labels["nvidia.com/gpu.product"])
+            assert {key: labels[key] for key in labels if key.startswith("nvidia.com/mig-") and key.endswith(".count")} == {
+                resource + ".count": count for resource, count in want.items()}, (name, labels)
+        again = run(cluster, path)
+        assert again.returncode == 0 and recap(again)["changed"] == 0, tail(again)
+        undone = run(cluster, path, "-e", "gpushare_sharing_state=absent")
+        assert undone.returncode == 0, tail(undone)
+        for name in CURRENT_GPUS:
+            assert MIG_LABEL not in (core.read_node(name).metadata.labels or {}), name
+    finally:
+        for name in CURRENT_GPUS:
+            core.delete_node(name)
+    wait_until(lambda: kubectl_views(cluster) == before, timeout=60, what="the cluster as before the test")
