@@ -274,7 +274,7 @@ def test_each_gpu_nodes_allocatable_is_what_nvidias_device_plugin_registered(clu
     assert seen["lab-node-1"] == {"nvidia.com/gpu": "8"} and seen["lab-node-2"] == {"nvidia.com/mig-1g.10gb": "7"}, seen
 
 
-@pytest.mark.parametrize("product, family", [("NVIDIA-H100-80GB-HBM3", "hopper"), ("NVIDIA-B200-180GB-HBM3e", "blackwell")])
+@pytest.mark.parametrize("product, family", [("NVIDIA-H100-80GB-HBM3", "hopper"), ("NVIDIA-B200", "blackwell")])
 def test_h100_and_b200_nodes_are_labelled_by_gfd_as_the_role_predicts(cluster, gfd_tools, tmp_path, product, family):
     """A node with two H100 (B200) GPUs. Under the ClusterPolicy's mixed MIG strategy NVIDIA's device plugin refuses MPS,
     so the node_sharing role refuses config mps before it labels the node. With config shared the role passes: the node
@@ -644,9 +644,9 @@ def test_restarts_leave_no_stale_advertisement(cluster):
 def test_the_operator_lab_runs_end_to_end_with_h100_and_b200_nodes(tmp_path):
     """The whole lab in operator mode on a cluster of its own whose nodes hold H100s (lab-node-0, and lab-node-2 as a MIG node)
     and B200s (lab-node-1): every step passes, so GFD's labels are what the collection predicts for these products, and each
-    node's labels are its GFD output file's (hopper and blackwell, the B200's -SHARED product and 184320 MiB)."""
+    node's labels are its GFD output file's (hopper and blackwell, the B200's -SHARED product and 183359 MiB)."""
     nodes = [{"name": "lab-node-0", "gpus": 2, "config": "default", "product": "NVIDIA-H100-80GB-HBM3"},
-             {"name": "lab-node-1", "gpus": 2, "config": "shared", "product": "NVIDIA-B200-180GB-HBM3e"},
+             {"name": "lab-node-1", "gpus": 2, "config": "shared", "product": "NVIDIA-B200"},
              {"name": "lab-node-2", "gpus": 2, "mig": {"product": "NVIDIA-H100-80GB-HBM3", "profile": "1g.10gb", "gpus": 1}}]
     own = OwnCluster(CLUSTER + "-hb")
     try:
@@ -658,12 +658,12 @@ def test_the_operator_lab_runs_end_to_end_with_h100_and_b200_nodes(tmp_path):
         files = own.kubeconfig.parent / "gpu-operator-standin" / "nodes"
         for node, allocatable, product, family in (
                 ("lab-node-0", {"nvidia.com/gpu": "2"}, "NVIDIA-H100-80GB-HBM3", "hopper"),
-                ("lab-node-1", {"nvidia.com/gpu": "8"}, "NVIDIA-B200-180GB-HBM3e-SHARED", "blackwell"),
+                ("lab-node-1", {"nvidia.com/gpu": "8"}, "NVIDIA-B200-SHARED", "blackwell"),
                 ("lab-node-2", {"nvidia.com/mig-1g.10gb": "7"}, "NVIDIA-H100-80GB-HBM3", "hopper")):
             got = gfd_labels_of(core, node)
             assert gpus(core, node) == allocatable and got == gfd_file(files / node / "gfd-labels"), node
             assert (got["nvidia.com/gpu.product"], got["nvidia.com/gpu.family"]) == (product, family) and all(key in got for key in GFD_ONLY), got
-        assert gfd_labels_of(core, "lab-node-1")["nvidia.com/gpu.memory"] == "184320"
+        assert gfd_labels_of(core, "lab-node-1")["nvidia.com/gpu.memory"] == "183359"
         assert gfd_labels_of(core, "lab-node-2")["nvidia.com/mig-1g.10gb.product"] == "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb"
     finally:
         own.down()

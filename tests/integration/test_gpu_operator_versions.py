@@ -39,7 +39,7 @@ NS = "gpu-operator"
 PLUGIN_DS = "nvidia-device-plugin-daemonset"
 STATE_LABEL = "nvidia.com/mig.config.state"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
-H200 = "NVIDIA-H200-141GB-HBM3e"
+H200 = "NVIDIA-H200"
 WAIT = 60
 # The line NVIDIA's device plugin logs as it starts, with its release.
 STARTED = '"Starting NVIDIA Device Plugin" version="%s"'

@@ -416,10 +416,10 @@ def test_the_undo_needs_nothing_of_the_inventory_but_the_cluster(cluster, invent
 # The GPUs teams buy now, one node each (one GPU), with a MIG pool per product under the profile names NVIDIA documents.
 CURRENT_GPUS = {
     "it-h100-nvl": ("NVIDIA-H100-NVL", "nvl", {"profile": "1g.12gb"}, {"nvidia.com/mig-1g.12gb": "7"}),
-    "it-h200": ("NVIDIA-H200-141GB-HBM3e", "h200", {"profile": "1g.18gb"}, {"nvidia.com/mig-1g.18gb": "7"}),
+    "it-h200": ("NVIDIA-H200", "h200", {"profile": "1g.18gb"}, {"nvidia.com/mig-1g.18gb": "7"}),
     "it-gh200": ("NVIDIA-GH200-480GB", "gh200", {"devices": {"3g.48gb": 1, "1g.24gb": 2}},
                  {"nvidia.com/mig-3g.48gb": "1", "nvidia.com/mig-1g.24gb": "2"}),
-    "it-b200": ("NVIDIA-B200-180GB-HBM3e", "b200", {"layout": "all-1g.23gb"}, {"nvidia.com/mig-1g.23gb": "7"}),
+    "it-b200": ("NVIDIA-B200", "b200", {"layout": "all-1g.23gb"}, {"nvidia.com/mig-1g.23gb": "7"}),
 }
 
 

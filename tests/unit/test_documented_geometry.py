@@ -44,15 +44,17 @@ ROWS = [(product["product"], profile["name"]) for product in GEOMETRY["products"
 
 # tables.py's product -> the data file's (tables.py keys a product by go-nvml's mock name; merge.py says why they differ).
 MOCK_TO_DOCUMENTED = merge.MOCK_TO_DOCUMENTED
-DOCUMENTED_TO_MOCK = {value: key for key, value in MOCK_TO_DOCUMENTED.items()}
-# Every product of tables.py -> its documented product: go-nvml's mock's, and those written from the documents alone.
-TABLES_TO_DOCUMENTED = dict(MOCK_TO_DOCUMENTED, **{name: name for name in merge.DOCUMENTED_FROM})
-HOPPER_AND_BLACKWELL = ("H100-80GB-HBM3", "H200-141GB-HBM3e", "B200-180GB-HBM3e")
+# Every product of tables.py -> its documented product: go-nvml's mock's by merge.py's map, where the merge kept the
+# mock's name; the others (renamed after their documented NVML name, or written from the documents alone) by their key.
+TABLES_TO_DOCUMENTED = {product: MOCK_TO_DOCUMENTED.get(product, product) for product in tables.PRODUCTS}
+TABLES_TO_DOCUMENTED_KEYS = {value: key for key, value in TABLES_TO_DOCUMENTED.items()}
+HOPPER_AND_BLACKWELL = ("H100-80GB-HBM3", "H200", "B200")
 
 
 def test_the_data_file_loads():
     assert len(GEOMETRY["products"]) == 20 and len(ROWS) == 149
-    assert set(TABLES_TO_DOCUMENTED) == set(tables.PRODUCTS), "a product of tables.py has no counterpart named in merge.py"
+    assert set(TABLES_TO_DOCUMENTED.values()) <= set(PRODUCTS), "a product of tables.py has no counterpart in the data file"
+    assert len(set(TABLES_TO_DOCUMENTED.values())) == len(tables.PRODUCTS) == len(MOCK_TO_DOCUMENTED) + len(merge.DOCUMENTED_FROM)
     assert set(MOCK_TO_DOCUMENTED.values()) <= set(PRODUCTS)
 
 
@@ -154,16 +156,16 @@ def _tables_profile(product, name):
 def test_the_table_of_every_product_and_profile():
     lines = ["%-50s %-16s %3s  %-22s %-6s %10s  %s" % ("product", "profile", "n", "placements", "memory", "tables MiB", "placements from")]
     for product in GEOMETRY["products"]:
-        mock = DOCUMENTED_TO_MOCK.get(product["product"])
+        key = TABLES_TO_DOCUMENTED_KEYS.get(product["product"])
         for profile in product["profiles"]:
-            in_tables = _tables_profile(mock, profile["name"]) if mock else None
+            in_tables = _tables_profile(key, profile["name"]) if key else None
             source = profile["placements_source"]
             lines.append("%-50s %-16s %3d  %-22s %-6s %10s  %s" % (
                 product["product"], profile["name"], profile["instances"], _placements(profile["placements"]), profile["fractions"]["memory"],
                 in_tables["memory_mib"] if in_tables else "", "observed: " + ", ".join(source) if isinstance(source, list) else source))
     assert len(lines) == 1 + len(ROWS)
     warnings.warn("NVIDIA's documented MIG geometry, %d products x profiles (n: the documented instances; memory: the documented fraction, "
-                  "of which NVML's MiB is not an exact multiple; tables MiB: tables.py's, go-nvml's mock's, for its products):\n%s" % (
+                  "of which NVML's MiB is not an exact multiple; tables MiB: tables.py's, for its products):\n%s" % (
                       len(ROWS), "\n".join(lines)), stacklevel=1)
 
 
@@ -194,7 +196,10 @@ def test_the_merge_writes_the_tables_facts_and_disagreements():
     """merge.py on the mock's facts and the data file gives tables.py's products and DISAGREEMENTS (tests/integration/test_gpu_tables.py
     regenerates the file from go-nvml itself)."""
     derived = []
-    products, found = merge.merge(copy.deepcopy(MOCK), GEOMETRY, derived)
+    # the mock's own keys: its NVML names (restored from DISAGREEMENTS) as gpu-feature-discovery labels them
+    raw = {merge.key_of(facts["name"]): facts for facts in copy.deepcopy(MOCK).values()}
+    assert sorted(raw) == sorted(MOCK_TO_DOCUMENTED)
+    products, found = merge.merge(raw, GEOMETRY, derived)
     assert _plain(products) == _plain(tables.PRODUCTS)
     assert _plain(found) == _plain(tables.DISAGREEMENTS)
     assert _plain(derived) == _plain(tables.DERIVED)
@@ -202,7 +207,7 @@ def test_the_merge_writes_the_tables_facts_and_disagreements():
 
 def test_the_tables_hold_the_documented_geometry():
     """Every product tables.py shares with the data file has its documented profiles, instances, placements and engines, and its PCI id."""
-    for mock_name, name in MOCK_TO_DOCUMENTED.items():
+    for mock_name, name in TABLES_TO_DOCUMENTED.items():
         facts, product = tables.PRODUCTS[mock_name], PRODUCTS[name]
         assert facts["pci_device_id"] == product["pci_device_id"], mock_name
         assert sorted(profile["name"] for profile in facts["mig_profiles"]) == sorted(profile["name"] for profile in product["profiles"]), mock_name
@@ -223,34 +228,37 @@ def test_the_disagreements_with_go_nvmls_mock():
     # slices of 8), counted here from the mock's figures: their memory is the documented one.
     over = {product for product, facts in MOCK.items() for profile in facts["mig_profiles"] if "A30" not in product and
             profile["memory_mib"] * 8 > _tables_profile(product, profile["name"])["placements"][0][1] * facts["memory_mib"]}
-    assert over == {"H200-141GB-HBM3e", "B200-180GB-HBM3e"}
+    assert over == {"H200", "B200"}
     for product, profile, field, mock, value, sources, taken in tables.DISAGREEMENTS:
         assert product in tables.PRODUCTS and mock != value
         assert all(source in documents or source.startswith("inferred-from ") or source == "placements" for source in sources), sources
         # The documentation wins, except on the product's NVML name (its key) and the memory of a product whose mock
         # figures are within their shares: stated here, not read from merge.KEPT, so a change of merge.py's rule fails.
-        kept = profile is None and (field == "name" or (field == "memory_mib" and product not in over))
+        kept = profile is None and ((field == "name" and not sources) or (field == "memory_mib" and product not in over))
         assert taken == ("mock" if kept else "documented"), (product, profile, field)
     keys = {row[:3] for row in tables.DISAGREEMENTS}
     assert not [key for key in keys if key[2] in ("profile", "instances")]
     # The mock places Hopper and Blackwell GPU instances by compute slices; the hardware by memory slices.
     placements = {(product, profile) for product, profile, field in keys if field == "placements"}
     assert placements == {(product, profile) for product in HOPPER_AND_BLACKWELL
-                          for profile in {"H100-80GB-HBM3": ("1g.20gb", "3g.40gb", "7g.80gb"), "H200-141GB-HBM3e": ("1g.35gb", "3g.71gb", "7g.141gb"),
-                                          "B200-180GB-HBM3e": ("1g.45gb", "3g.90gb", "7g.180gb")}[product]}, sorted(placements)
+                          for profile in {"H100-80GB-HBM3": ("1g.20gb", "3g.40gb", "7g.80gb"), "H200": ("1g.35gb", "3g.71gb", "7g.141gb"),
+                                          "B200": ("1g.45gb", "3g.90gb", "7g.180gb")}[product]}, sorted(placements)
     h100 = {row[1]: (_placements(row[3]), _placements(row[4])) for row in tables.DISAGREEMENTS if row[0] == H100 and row[2] == "placements"}
     assert h100 == {"1g.20gb": ("{0,1,2,3,4,5,6}:1", "{0,2,4,6}:2"), "3g.40gb": ("{0,4}:3", "{0,4}:4"), "7g.80gb": ("{0}:7", "{0}:8")}
     # The device ids go-nvml's mock gives the H200 and the B200 are not theirs (0x2b00 is another GPU's in pci.ids).
     pci = {row[0]: row[3:5] for row in tables.DISAGREEMENTS if row[2] == "pci_device_id"}
-    assert pci == {"H200-141GB-HBM3e": ("0x233310de", "0x233510de"), "B200-180GB-HBM3e": ("0x2b0010de", "0x290110de")}
+    assert pci == {"H200": ("0x233310de", "0x233510de"), "B200": ("0x2b0010de", "0x290110de")}
     names = {row[0]: row[3:5] for row in tables.DISAGREEMENTS if row[2] == "name"}
-    assert names["H200-141GB-HBM3e"] == ("NVIDIA H200 141GB HBM3e", "NVIDIA H200") and tables.PRODUCTS["H200-141GB-HBM3e"]["name"] == "NVIDIA H200 141GB HBM3e"
+    # a name a document confirms is taken, the product keyed by it; an unconfirmed one stays the mock's
+    assert names == {"H200": ("NVIDIA H200 141GB HBM3e", "NVIDIA H200"), "B200": ("NVIDIA B200 180GB HBM3e", "NVIDIA B200"),
+                     "A30-PCIE-24GB": ("NVIDIA A30-PCIE-24GB", "NVIDIA A30"), "A100-PCIE-80GB": ("NVIDIA A100-PCIE-80GB", "NVIDIA A100 80GB PCIe")}
+    assert tables.PRODUCTS["H200"]["name"] == "NVIDIA H200" and tables.PRODUCTS["A30-PCIE-24GB"]["name"] == "NVIDIA A30-PCIE-24GB"
     assert {row[0]: row[3:5] + row[6:] for row in tables.DISAGREEMENTS if row[2] == "memory_mib" and row[1] is None} == {
-        "H100-80GB-HBM3": (81920, 81559, "mock"), "H200-141GB-HBM3e": (144384, 143771, "documented"), "B200-180GB-HBM3e": (184320, 183359, "documented")}
+        "H100-80GB-HBM3": (81920, 81559, "mock"), "H200": (144384, 143771, "documented"), "B200": (184320, 183359, "documented")}
     # their profiles: each its share of the observed total, rounded down (an eighth of the H200's 143771 MiB is 17971.4)
     shares = {(row[0], row[1]): row[4] for row in tables.DISAGREEMENTS if row[2] == "memory_mib" and row[1] is not None}
-    assert shares[("H200-141GB-HBM3e", "1g.18gb")] == 17971 and shares[("H200-141GB-HBM3e", "7g.141gb")] == 143771
-    assert shares[("B200-180GB-HBM3e", "1g.23gb")] == 22919 and shares[("B200-180GB-HBM3e", "1g.45gb")] == 45839
+    assert shares[("H200", "1g.18gb")] == 17971 and shares[("H200", "7g.141gb")] == 143771
+    assert shares[("B200", "1g.23gb")] == 22919 and shares[("B200", "1g.45gb")] == 45839
 
 
 def test_the_products_written_from_the_documents():
@@ -320,11 +328,11 @@ def allows(profiles, layout):
 MOCK_ONLY = [
     ("H100-80GB-HBM3", {"1g.20gb": 4, "3g.40gb": 1}, "needs 12 of 8 memory slices (4 x 1g.20gb at 2 each + 3g.40gb at 4)"),
     ("H100-80GB-HBM3", {"1g.20gb": 1, "3g.40gb": 2}, "needs 10 of 8 memory slices (1g.20gb at 2 + 2 x 3g.40gb at 4 each)"),
-    ("H200-141GB-HBM3e", {"1g.35gb": 3, "4g.71gb": 1}, "needs 10 of 8 memory slices (3 x 1g.35gb at 2 each + 4g.71gb at 4)"),
-    ("H200-141GB-HBM3e", {"1g.35gb": 2, "2g.35gb": 1, "3g.71gb": 1},
+    ("H200", {"1g.35gb": 3, "4g.71gb": 1}, "needs 10 of 8 memory slices (3 x 1g.35gb at 2 each + 4g.71gb at 4)"),
+    ("H200", {"1g.35gb": 2, "2g.35gb": 1, "3g.71gb": 1},
      "needs 10 of 8 memory slices (2 x 1g.35gb at 2 each + 2g.35gb at 2 + 3g.71gb at 4)"),
-    ("B200-180GB-HBM3e", {"1g.45gb": 4, "2g.45gb": 1}, "needs 10 of 8 memory slices (4 x 1g.45gb at 2 each + 2g.45gb at 2)"),
-    ("B200-180GB-HBM3e", {"1g.23gb": 2, "1g.45gb": 2, "3g.90gb": 1},
+    ("B200", {"1g.45gb": 4, "2g.45gb": 1}, "needs 10 of 8 memory slices (4 x 1g.45gb at 2 each + 2g.45gb at 2)"),
+    ("B200", {"1g.23gb": 2, "1g.45gb": 2, "3g.90gb": 1},
      "needs 10 of 8 memory slices (2 x 1g.23gb at 1 each + 2 x 1g.45gb at 2 each + 3g.90gb at 4)"),
 ]
 
@@ -334,7 +342,7 @@ MOCK_ONLY = [
 def test_a_layout_the_mock_allowed_is_refused_as_the_documents_refuse_it(mock_product, layout, reason):
     assert allows(MOCK[mock_product]["mig_profiles"], layout)
     assert not allows(tables.PRODUCTS[mock_product]["mig_profiles"], layout)
-    assert documented.fits(PRODUCTS[MOCK_TO_DOCUMENTED[mock_product]], layout) == (False, reason)
+    assert documented.fits(PRODUCTS[TABLES_TO_DOCUMENTED[mock_product]], layout) == (False, reason)
 
 
 def _layouts(product):
@@ -395,7 +403,7 @@ def test_the_issues_layout_is_refused_by_the_roles_naming_the_memory_it_needs():
 
 @pytest.mark.parametrize("mock_product", HOPPER_AND_BLACKWELL)
 def test_the_mock_allowed_more_than_the_documents_on_hopper_and_blackwell(mock_product):
-    product = PRODUCTS[MOCK_TO_DOCUMENTED[mock_product]]
+    product = PRODUCTS[TABLES_TO_DOCUMENTED[mock_product]]
     mock_only, documented_only = [], []
     for layout in _layouts(product):
         mock, fit = allows(MOCK[mock_product]["mig_profiles"], layout), documented.fits(product, layout)[0]

@@ -8,7 +8,7 @@ NVIDIA's documented MIG geometry (mig-geometry.yaml beside this file, read by do
 
 Each product of the mock is matched to its documented product (:data:`MOCK_TO_DOCUMENTED`). Where the two agree, or
 the documentation has no value (null), the mock's fact is kept; where they disagree, the documentation wins, except
-for the fields of :data:`KEPT` (the mock's value stays, for the reason given there). Compared: the product's NVML
+as :data:`KEPT` says (an unconfirmed NVML name; the memory, see share_memory). Compared: the product's NVML
 name, PCI device id and total memory; each GPU-instance profile's instance count, placements (in memory slices) and
 engines (:data:`ENGINES`). Every disagreement is written into the module's ``DISAGREEMENTS`` with its sources and
 which value was taken, and printed on standard error. What the documentation does not hold (brand, compute
@@ -61,8 +61,9 @@ DOCUMENTED_FROM = {
 ENGINES = (("copy_engines", "copy"), ("decoders", "decoders"), ("encoders", "encoders"), ("jpeg_engines", "jpeg"), ("ofa_engines", "ofa"))
 # The fields where a disagreement keeps the mock's value, and why.
 KEPT = {
-    "name": "the product's key, gpu-feature-discovery's gpu.product label and every inventory follow the NVML name: renaming "
-            "a product is a change of its own",
+    "name": "a name no document confirms (the data file's nvml_name with no source) stays the mock's; a confirmed one is taken, "
+            "and the product's key (gpu-feature-discovery's gpu.product label) follows it: the mock's key stays an alias "
+            "(plugins/module_utils/hardware/products.py ALIASES)",
     "memory_mib": "the documentation has no MiB for a profile: the mock's profile sizes go with the mock's total (the 7g "
                   "profile would be larger than the GPU), unless one of them is more than its share (see share_memory)",
 }
@@ -94,9 +95,10 @@ memory slices, and the compute-instance profiles of one such GPU instance). ``SE
 the DGX systems the mock simulates. ``gpu_products`` is what the collection reads them through.
 
 Where the mock and the documents disagree, the documented value is written (a profile's instance count,
-placements and engines; the PCI device id), except the NVML name (the product's key) and the memory, which
-stay the mock's unless one of the mock's profiles is more than its share of the GPU's memory: then the product
-has its observed total and each profile its share of it (``placements`` among the sources). ``DISAGREEMENTS``
+placements and engines; the PCI device id; the NVML name where a document confirms it, the product's key
+following it), except the memory, which stays the mock's unless one of the mock's profiles is more than its
+share of the GPU's memory: then the product has its observed total and each profile its share of it
+(``placements`` among the sources). ``DISAGREEMENTS``
 lists every disagreement as ``(product, profile or None, field, the mock's value, the documented value, the
 documents' keys, taken)``, taken being ``"documented"`` or ``"mock"``.
 
@@ -194,12 +196,18 @@ def from_documents(key, template_key, template, product, derived):
     return facts
 
 
-def merge(mock_products, geometry, derived=None):
+def key_of(name):
+    """The tables' key of an NVML name: gpu-feature-discovery's gpu.product label without ``NVIDIA-``."""
+    return name[len("NVIDIA "):].replace(" ", "-") if name.startswith("NVIDIA ") else name.replace(" ", "-")
+
+
+def merge(mock_products, geometry, derived=None, keys=None):
     """``(products, disagreements)``: ``mock_products`` (tables.py's key -> facts, as gpu-tables writes them) with the
     documented facts of ``geometry`` (the loaded data file) where they disagree, and every disagreement as
     ``(product, profile or None, field, mock's value, documented value, sources, taken)``: the field as tables.py names
     it, sources a tuple of the data file's document keys (or ``inferred-from ...``; empty where the documented value
-    is unconfirmed), taken ``"documented"`` or ``"mock"`` (:data:`KEPT`)."""
+    is unconfirmed), taken ``"documented"`` or ``"mock"`` (:data:`KEPT`). A product whose documented NVML name is taken
+    is keyed by it (:func:`key_of`); ``keys``, when given, gets ``{mock's key: tables' key}``."""
     by_name = {product["product"]: product for product in geometry["products"]}
     unmapped = sorted(set(mock_products) - set(MOCK_TO_DOCUMENTED))
     if unmapped:
@@ -214,9 +222,14 @@ def merge(mock_products, geometry, derived=None):
         product = by_name[MOCK_TO_DOCUMENTED[key]]
         facts = dict(facts)
 
+        name = product["nvml_name"] if product["nvml_name"] is not None and product["nvml_name_sources"] else facts["name"]
+        tables_key = key_of(name)
+        if keys is not None:
+            keys[key] = tables_key
+
         def differ(profile, field, value, target, sources):
-            taken = "mock" if profile is None and field in KEPT else "documented"
-            found.append((key, profile, field, target[field], value, tuple(sources), taken))
+            taken = "mock" if profile is None and field == "name" and not sources else "documented"
+            found.append((tables_key, profile, field, target[field], value, tuple(sources), taken))
             if taken == "documented":
                 target[field] = value
 
@@ -229,7 +242,7 @@ def merge(mock_products, geometry, derived=None):
         for mock_profile in facts["mig_profiles"]:
             row, profile = rows.get(mock_profile["name"]), dict(mock_profile)
             if row is None:
-                found.append((key, profile["name"], "profile", "present", "not documented", (), "mock"))
+                found.append((tables_key, profile["name"], "profile", "present", "not documented", (), "mock"))
                 profiles.append(profile)
                 continue
             source = (row["source"]["document"],)
@@ -246,10 +259,10 @@ def merge(mock_products, geometry, derived=None):
         names = {profile["name"] for profile in facts["mig_profiles"]}
         for row in product["profiles"]:
             if row["name"] not in names:
-                found.append((key, row["name"], "profile", "missing", "documented", (row["source"]["document"],), "mock"))
+                found.append((tables_key, row["name"], "profile", "missing", "documented", (row["source"]["document"],), "mock"))
         facts["mig_profiles"] = profiles
-        share_memory(key, facts, product, found)
-        products[key] = facts
+        share_memory(tables_key, facts, product, found)
+        products[tables_key] = facts
     derived = [] if derived is None else derived
     for key, template_key in DOCUMENTED_FROM.items():
         if key not in by_name or template_key not in products:
@@ -309,11 +322,12 @@ def write_dict(out, mapping, indent):
     out.append(pad + "}")
 
 
-def render(mock, products, disagreements, derived=()):
-    """The module's text: ``mock``'s versions and servers, ``products`` (product key -> facts), ``disagreements``,
-    ``derived``."""
+def render(mock, products, disagreements, derived=(), keys=None):
+    """The module's text: ``mock``'s versions and servers (each server's product under its tables' key, ``keys``),
+    ``products`` (product key -> facts), ``disagreements``, ``derived``."""
+    servers = {name: dict(server, product=(keys or {}).get(server["product"], server["product"])) for name, server in mock["servers"].items()}
     out = [HEADER, "GO_NVML_VERSION = %s\nGO_NVLIB_VERSION = %s\n\n" % (json.dumps(mock["go_nvml_version"]), json.dumps(mock["go_nvlib_version"]))]
-    for name, table in (("PRODUCTS", products), ("SERVERS", mock["servers"])):
+    for name, table in (("PRODUCTS", products), ("SERVERS", servers)):
         out.append("%s = {\n" % name)
         for key, facts in table.items():
             out.append("    %s: " % json.dumps(key))
@@ -357,15 +371,15 @@ def main(argv=None):
     else:
         with open(args.mock, encoding="utf-8") as stream:
             mock = json.load(stream)
-    derived = []
-    products, disagreements = merge(mock["products"], documented.load(args.geometry), derived)
-    kept = " and ".join(sorted(KEPT))
+    derived, keys = [], {}
+    products, disagreements = merge(mock["products"], documented.load(args.geometry), derived, keys)
     sys.stderr.write("[tables] go-nvml's mock (%s) vs NVIDIA's documented MIG geometry (%s): %d disagreement(s); taken: the documented "
-                     "value, except %s (the mock's)\n" % (mock["go_nvml_version"], os.path.relpath(args.geometry), len(disagreements), kept))
+                     "value, except an NVML name no document confirms and memory within its shares (merge.KEPT)\n" % (
+                         mock["go_nvml_version"], os.path.relpath(args.geometry), len(disagreements)))
     sys.stderr.write(report(disagreements))
     sys.stderr.write("[tables] products written from the documents (%s), with %d value(s) derived\n" % (
         ", ".join("%s from %s" % item for item in DOCUMENTED_FROM.items()), len(derived)))
-    text = render(mock, products, disagreements, derived)
+    text = render(mock, products, disagreements, derived, keys)
     if args.output:
         write(args.output, text)
     else:

@@ -38,10 +38,14 @@ ALIASES = {
     "A30-24GB": "A30-PCIE-24GB",
     "H100-80GB": "H100-80GB-HBM3",
     "H100-SXM5-80GB": "H100-80GB-HBM3",
-    "H200-141GB": "H200-141GB-HBM3e",
-    "H200-SXM5-141GB": "H200-141GB-HBM3e",
-    "B200-180GB": "B200-180GB-HBM3e",
-    "B200-SXM5-180GB": "B200-180GB-HBM3e",
+    "H200-141GB": "H200",
+    "H200-SXM5-141GB": "H200",
+    # the names go-nvml's mock gives the H200 and the B200 (NVML names them "NVIDIA H200" and "NVIDIA B200"), which the
+    # collection's tables used before 1.1.0
+    "H200-141GB-HBM3e": "H200",
+    "B200-180GB": "B200",
+    "B200-SXM5-180GB": "B200",
+    "B200-180GB-HBM3e": "B200",
 }
 # Upper-case spelling -> canonical name, for a case-insensitive lookup.
 _NAMES = dict((name.upper(), name) for name in _PRODUCTS)
