@@ -11,10 +11,11 @@ lab_cluster_gpu_operator_releases), in order:
    for the v0.17.4 the cluster runs;
 3. the must-show: a node the operator is done with that does not advertise what the model predicts fails the wait
    within 60 s of settling (the MIG timeout is 1200 s), naming the node, the resource, the prediction, what the plugin
-   advertises and its version. The difference is a real one, since v0.17.4 advertises what v0.18.0 does: an H200 node
-   asked for 7 x 1g.18gb on one GPU, a layout the model holds; NVIDIA's mig-parted v0.10.0 applies it with success and
-   creates no instance (its go-nvlib names that profile 1g.35gb: docs/nvidia-device-plugin.md, "The one listed
-   difference"), so the plugin advertises no nvidia.com/mig-1g.18gb;
+   advertises and its version. The difference is a real one, since v0.17.4 advertises what v0.18.0 does: a node the
+   inventory calls an A100 80GB and asks for 2 x 3g.40gb on one GPU, a layout the model holds for that product, is an
+   A100 40GB; NVIDIA's mig-parted v0.10.0 finds no profile of that name on its GPUs, applies nothing and reports success
+   (test_nvidia_mig_parted.test_a_profile_the_gpu_lacks_is_applied_as_nothing), so the plugin advertises no
+   nvidia.com/mig-3g.40gb;
 4. the issue's own case: a node whose nvidia.com/mig.config names a layout the ClusterPolicy's mig-parted ConfigMap
    lacks (mig.config.state=failed), asked for a config its MIG GPUs do not advertise, ends the wait at once with
    mig-parted's reason and the layout's absence (it waited the whole 300 s before).
@@ -39,7 +40,7 @@ NS = "gpu-operator"
 PLUGIN_DS = "nvidia-device-plugin-daemonset"
 STATE_LABEL = "nvidia.com/mig.config.state"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
-H200 = "NVIDIA-H200"
+A100_40GB = "NVIDIA-A100-SXM4-40GB"
 WAIT = 60
 # The line NVIDIA's device plugin logs as it starts, with its release.
 STARTED = '"Starting NVIDIA Device Plugin" version="%s"'
@@ -142,23 +143,23 @@ def mig_parted_config(core):
 
 def test_a_node_the_operator_settled_otherwise_fails_within_60s_naming_node_resource_prediction_advertisement_and_version(cluster):
     core = cluster.core
-    name = "it-h200"
+    name = "it-a100-40gb"
     core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {
-        "name": name, "annotations": {"kwok.x-k8s.io/node": "fake", "gpushare.k8s/gpus": "2", "gpushare.k8s/gpu-product": H200},
+        "name": name, "annotations": {"kwok.x-k8s.io/node": "fake", "gpushare.k8s/gpus": "2", "gpushare.k8s/gpu-product": A100_40GB},
         "labels": {"kubernetes.io/hostname": name, "type": "kwok"}}})
     configmap, config = mig_parted_config(core)
     try:
-        wait_until(lambda: labels(core, name).get("nvidia.com/gpu.product", "").startswith(H200), timeout=WAIT, what=f"GFD to label {name}")
-        # the layout as the collection names it and a team would add it to the mig-parted ConfigMap: 7 x 1g.18gb on GPU 0
-        layout = "1g.18gb-x7-on-1-of-2"
-        config["mig-configs"][layout] = [{"devices": [0], "mig-enabled": True, "mig-devices": {"1g.18gb": 7}},
+        wait_until(lambda: labels(core, name).get("nvidia.com/gpu.product", "").startswith(A100_40GB), timeout=WAIT, what=f"GFD to label {name}")
+        # the layout as the collection names it and a team would add it to the mig-parted ConfigMap: 2 x 3g.40gb on GPU 0
+        layout = "3g.40gb-x2-on-1-of-2"
+        config["mig-configs"][layout] = [{"devices": [0], "mig-enabled": True, "mig-devices": {"3g.40gb": 2}},
                                          {"devices": [1], "mig-enabled": True, "mig-devices": {}}]
         core.patch_namespaced_config_map(configmap, NS, {"data": {"config.yaml": yaml.safe_dump(config)}})
         watch = Watch(core, name)
         started = time.monotonic()
         proc = playbook("tests/integration/playbooks/role.yml", {
             "gpushare_kubeconfig": str(cluster.kubeconfig), "it_role": "gpushare.k8s.mig_node", "mig_node_mode": "operator",
-            "mig_node_nodes": [{"name": name, "gpus": 2, "mig": {"product": H200, "profile": "1g.18gb", "gpus": 1}}],
+            "mig_node_nodes": [{"name": name, "gpus": 2, "mig": {"product": "NVIDIA-A100-SXM4-80GB", "profile": "3g.40gb", "gpus": 1}}],
             "mig_node_configs": LAB_VARS["gpushare_device_plugin_configs"]})
         ended = time.monotonic()
         watch.done()
@@ -167,11 +168,11 @@ def test_a_node_the_operator_settled_otherwise_fails_within_60s_naming_node_reso
         node = labels(core, name)
         # the MIG manager's answer: success, with nothing made of the layout; the plugin advertises no MIG device of it
         assert (node[MIG_CONFIG_LABEL], node[STATE_LABEL]) == (layout, "success")
-        assert "nvidia.com/mig-1g.18gb" not in gpus(core, name)
+        assert "nvidia.com/mig-3g.40gb" not in gpus(core, name)
         assert f"{name}: the operator is done with the node" in text and "it does not advertise what the config model predicts" in text, tail(proc)
-        assert ("resource nvidia.com/mig-1g.18gb: predicted 7, nvidia-device-plugin (v0.17.4, a version the model is not held to) advertises absent"
+        assert ("resource nvidia.com/mig-3g.40gb: predicted 2, nvidia-device-plugin (v0.17.4, a version the model is not held to) advertises absent"
                 in text), tail(proc)
-        assert "Likely cause: the MIG manager reports success for layout 1g.18gb-x7-on-1-of-2, but node it-h200 advertises no MIG device" in text
+        assert "Likely cause: the MIG manager reports success for layout 3g.40gb-x2-on-1-of-2, but node it-a100-40gb advertises no MIG device" in text
         assert UNTESTED in text, tail(proc)
         print("\nthe node last changed %.1f s before the run failed, %.1f s after it started; the failure: %s"
               % (ended - watch.changed, watch.changed - started, next((line for line in proc.stdout.splitlines() if "the operator is done" in line), "")))
@@ -180,7 +181,7 @@ def test_a_node_the_operator_settled_otherwise_fails_within_60s_naming_node_reso
         assert ended - started < 300, ended - started
     finally:
         core.delete_node(name)
-        config["mig-configs"].pop("1g.18gb-x7-on-1-of-2", None)
+        config["mig-configs"].pop("3g.40gb-x2-on-1-of-2", None)
         core.patch_namespaced_config_map(configmap, NS, {"data": {"config.yaml": yaml.safe_dump(config)}})
 
 
