@@ -80,6 +80,8 @@ WORKERS = 6
 # the second's name (test_two_profiles_of_one_size_apart_in_memory_are_listed_under_their_own_names).
 DOUBLE_MEMORY = {"H200": ("1g.18gb", "1g.35gb"), "B200": ("1g.23gb", "1g.45gb"), "H100-NVL": ("1g.12gb", "1g.24gb"),
                  "GH200-480GB": ("1g.12gb", "1g.24gb")}
+
+
 def _time_slicing(replicas, rename_by_default=False, fail=False, strategy=None):
     block = {"resources": [{"name": "nvidia.com/gpu", "replicas": replicas}]}
     if rename_by_default:

@@ -112,6 +112,8 @@ CONFIG_TEXTS = inventory.render_configs(CONFIGS)
 
 
 NODE = "gfd-node"
+
+
 def _case(product, config, gpus, state, model, layout="-"):
     text = CONFIG_TEXTS[config] if config is not None else None
     return {"product": product, "config": config or "(plugin defaults)", "gpus": gpus, "layout": layout, "state": state,

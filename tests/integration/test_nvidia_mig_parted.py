@@ -224,7 +224,6 @@ def test_a_profile_the_gpu_lacks_is_applied_as_nothing(tmp_path):
         raise AssertionError("the model accepts 3g.40gb on a 40 GB A100")
 
 
-
 def _state_with(product, instances):
     """A one-GPU state file of ``product`` with MIG on and the GPU instances ``instances`` (``[(profile, start, size)]``,
     each with its full compute instance), written line by line in the mock's format: a file nvml_state never writes
