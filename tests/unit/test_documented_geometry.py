@@ -262,9 +262,10 @@ def test_the_disagreements_with_go_nvmls_mock():
 
 
 def test_the_products_written_from_the_documents():
-    """The H100 NVL and the GH200 (GH100, as the H100 80GB HBM3 of go-nvml's mock): their own name, PCI id, observed
-    memory and documented profiles; the rest from the H100, every such value listed in DERIVED."""
-    for name, memory, pci in (("H100-NVL", 95830, "0x232110de"), ("GH200-480GB", 97871, "0x234210de")):
+    """The H100 NVL and the GH200 (GH100, as the H100 80GB HBM3 of go-nvml's mock) and the H200 NVL (as its H200): their
+    own name, PCI id, observed memory and documented profiles; the rest from that product, every such value in DERIVED."""
+    for name, memory, pci, template in (("H100-NVL", 95830, "0x232110de", "H100-80GB-HBM3"), ("GH200-480GB", 97871, "0x234210de", "H100-80GB-HBM3"),
+                                        ("H200-NVL", 143771, "0x233b10de", "H200")):
         facts, row = tables.PRODUCTS[name], PRODUCTS[name]
         assert (facts["name"], facts["memory_mib"], facts["pci_device_id"]) == (row["nvml_name"], memory, pci)
         assert (facts["architecture"], facts["cuda_compute_capability"]) == ("Hopper", "9.0")
@@ -274,8 +275,9 @@ def test_the_products_written_from_the_documents():
             assert profile["memory_mib"] == memory * size // 8, (name, profile["name"])
             assert all(c["name"] == profile["name"] or c["name"].endswith("." + profile["name"]) for c in profile["compute_profiles"])
         derived = {(row[1], row[2]): row[3:] for row in tables.DERIVED if row[0] == name}
-        assert derived[(None, "brand")] == ("Nvidia", "from H100-80GB-HBM3")
-        assert derived[("1g.12gb", "memory_mib")] == (memory // 8, "share of memory_mib")
+        assert derived[(None, "brand")] == ("Nvidia", "from " + template)
+        smallest = min(facts["mig_profiles"], key=lambda p: (p["placements"][0][1], p["name"]))["name"]
+        assert derived[(smallest, "memory_mib")] == (memory // 8, "share of memory_mib")
     assert {p["name"] for p in tables.PRODUCTS["H100-NVL"]["mig_profiles"]} >= {"1g.12gb", "3g.47gb", "7g.94gb"}
     assert {p["name"] for p in tables.PRODUCTS["GH200-480GB"]["mig_profiles"]} >= {"1g.12gb", "3g.48gb", "7g.96gb"}
 

@@ -56,6 +56,7 @@ MOCK_TO_DOCUMENTED = {
 DOCUMENTED_FROM = {
     "H100-NVL": "H100-80GB-HBM3",     # GH100: the guide's H100 table, its 94GB rows
     "GH200-480GB": "H100-80GB-HBM3",  # GH100: the guide's H100 table, its 96GB rows
+    "H200-NVL": "H200",               # GH100 with 141 GB: the guide's H200 table
 }
 # A profile's engines: tables.py's field -> the data file's.
 ENGINES = (("copy_engines", "copy"), ("decoders", "decoders"), ("encoders", "encoders"), ("jpeg_engines", "jpeg"), ("ofa_engines", "ofa"))

@@ -1246,6 +1246,122 @@ PRODUCTS = {
             },
         ),
     },
+    "H200-NVL": {
+        "name": "NVIDIA H200 NVL", "brand": "Nvidia", "architecture": "Hopper", "cuda_compute_capability": "9.0", "memory_mib": 143771,
+        "pci_device_id": "0x233b10de",
+        "mig_profiles": (
+            {
+                "id": 0, "name": "1g.18gb", "nvlib_name": "1g.35gb", "slices": 1, "instances": 7, "memory_mib": 17971, "multiprocessors": 16,
+                "copy_engines": 1, "decoders": 1, "encoders": 0, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1,
+                "placements": ((0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)),
+                "compute_profiles": (
+                    {
+                        "id": 0, "name": "1g.18gb", "slices": 1, "instances": 1, "multiprocessors": 16, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 1),),
+                    },
+                ),
+            },
+            {
+                "id": 1, "name": "2g.35gb", "nvlib_name": "2g.35gb", "slices": 2, "instances": 3, "memory_mib": 35942, "multiprocessors": 32,
+                "copy_engines": 2, "decoders": 2, "encoders": 0, "jpeg_engines": 2, "ofa_engines": 0, "p2p": 1,
+                "placements": ((0, 2), (2, 2), (4, 2)),
+                "compute_profiles": (
+                    {
+                        "id": 0, "name": "1c.2g.35gb", "slices": 1, "instances": 2, "multiprocessors": 16, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 1), (1, 1)),
+                    },
+                    {
+                        "id": 1, "name": "2g.35gb", "slices": 2, "instances": 1, "multiprocessors": 32, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 2),),
+                    },
+                ),
+            },
+            {
+                "id": 2, "name": "3g.71gb", "nvlib_name": "3g.88gb", "slices": 3, "instances": 2, "memory_mib": 71885, "multiprocessors": 48,
+                "copy_engines": 3, "decoders": 3, "encoders": 0, "jpeg_engines": 3, "ofa_engines": 0, "p2p": 1, "placements": ((0, 4), (4, 4)),
+                "compute_profiles": (
+                    {
+                        "id": 0, "name": "1c.3g.71gb", "slices": 1, "instances": 3, "multiprocessors": 16, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0,
+                        "placements": ((0, 1), (1, 1), (2, 1)),
+                    },
+                    {
+                        "id": 1, "name": "2c.3g.71gb", "slices": 2, "instances": 1, "multiprocessors": 32, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 2),),
+                    },
+                    {
+                        "id": 2, "name": "3g.71gb", "slices": 3, "instances": 1, "multiprocessors": 48, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 3),),
+                    },
+                ),
+            },
+            {
+                "id": 3, "name": "4g.71gb", "nvlib_name": "4g.88gb", "slices": 4, "instances": 1, "memory_mib": 71885, "multiprocessors": 64,
+                "copy_engines": 4, "decoders": 4, "encoders": 0, "jpeg_engines": 4, "ofa_engines": 0, "p2p": 1, "placements": ((0, 4),),
+                "compute_profiles": (
+                    {
+                        "id": 0, "name": "1c.4g.71gb", "slices": 1, "instances": 4, "multiprocessors": 16, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0,
+                        "placements": ((0, 1), (1, 1), (2, 1), (3, 1)),
+                    },
+                    {
+                        "id": 1, "name": "2c.4g.71gb", "slices": 2, "instances": 2, "multiprocessors": 32, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 2), (2, 2)),
+                    },
+                    {
+                        "id": 3, "name": "4g.71gb", "slices": 4, "instances": 1, "multiprocessors": 64, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 4),),
+                    },
+                ),
+            },
+            {
+                "id": 4, "name": "7g.141gb", "nvlib_name": "7g.141gb", "slices": 7, "instances": 1, "memory_mib": 143771, "multiprocessors": 112,
+                "copy_engines": 8, "decoders": 7, "encoders": 0, "jpeg_engines": 7, "ofa_engines": 1, "p2p": 1, "placements": ((0, 8),),
+                "compute_profiles": (
+                    {
+                        "id": 0, "name": "1c.7g.141gb", "slices": 1, "instances": 7, "multiprocessors": 16, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0,
+                        "placements": ((0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)),
+                    },
+                    {
+                        "id": 1, "name": "2c.7g.141gb", "slices": 2, "instances": 3, "multiprocessors": 32, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0,
+                        "placements": ((0, 2), (2, 2), (4, 2)),
+                    },
+                    {
+                        "id": 2, "name": "3c.7g.141gb", "slices": 3, "instances": 2, "multiprocessors": 48, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 3), (4, 3)),
+                    },
+                    {
+                        "id": 4, "name": "7g.141gb", "slices": 7, "instances": 1, "multiprocessors": 112, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 7),),
+                    },
+                ),
+            },
+            {
+                "id": 7, "name": "1g.18gb+me", "nvlib_name": "1g.35gb+me", "slices": 1, "instances": 1, "memory_mib": 17971, "multiprocessors": 16,
+                "copy_engines": 1, "decoders": 1, "encoders": 0, "jpeg_engines": 1, "ofa_engines": 1, "p2p": 1,
+                "placements": ((0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)),
+                "compute_profiles": (
+                    {
+                        "id": 0, "name": "1g.18gb+me", "slices": 1, "instances": 1, "multiprocessors": 16, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 1),),
+                    },
+                ),
+            },
+            {
+                "id": 9, "name": "1g.35gb", "nvlib_name": "1g.35gb", "slices": 1, "instances": 4, "memory_mib": 35942, "multiprocessors": 16,
+                "copy_engines": 1, "decoders": 1, "encoders": 0, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1,
+                "placements": ((0, 2), (2, 2), (4, 2), (6, 2)),
+                "compute_profiles": (
+                    {
+                        "id": 0, "name": "1g.35gb", "slices": 1, "instances": 1, "multiprocessors": 16, "shared_copy_engines": 0,
+                        "shared_decoders": 0, "shared_encoders": 0, "shared_jpeg_engines": 0, "shared_ofa_engines": 0, "placements": ((0, 1),),
+                    },
+                ),
+            },
+        ),
+    },
 }
 
 SERVERS = {
@@ -1459,4 +1575,49 @@ DERIVED = (
     ("GH200-480GB", "7g.96gb", "multiprocessors", 112, "from H100-80GB-HBM3"),
     ("GH200-480GB", "7g.96gb", "p2p", 1, "from H100-80GB-HBM3"),
     ("GH200-480GB", "7g.96gb", "compute_profiles", 4, "from H100-80GB-HBM3"),
+    ("H200-NVL", None, "brand", "Nvidia", "from H200"),
+    ("H200-NVL", None, "architecture", "Hopper", "from H200"),
+    ("H200-NVL", None, "cuda_compute_capability", "9.0", "from H200"),
+    ("H200-NVL", "1g.18gb", "memory_mib", 17971, "share of memory_mib"),
+    ("H200-NVL", "1g.18gb", "encoders", 0, "from H200"),
+    ("H200-NVL", "1g.18gb", "id", 0, "from H200"),
+    ("H200-NVL", "1g.18gb", "multiprocessors", 16, "from H200"),
+    ("H200-NVL", "1g.18gb", "p2p", 1, "from H200"),
+    ("H200-NVL", "1g.18gb", "compute_profiles", 1, "from H200"),
+    ("H200-NVL", "1g.18gb+me", "memory_mib", 17971, "share of memory_mib"),
+    ("H200-NVL", "1g.18gb+me", "encoders", 0, "from H200"),
+    ("H200-NVL", "1g.18gb+me", "id", 7, "from H200"),
+    ("H200-NVL", "1g.18gb+me", "multiprocessors", 16, "from H200"),
+    ("H200-NVL", "1g.18gb+me", "p2p", 1, "from H200"),
+    ("H200-NVL", "1g.18gb+me", "compute_profiles", 1, "from H200"),
+    ("H200-NVL", "1g.35gb", "memory_mib", 35942, "share of memory_mib"),
+    ("H200-NVL", "1g.35gb", "encoders", 0, "from H200"),
+    ("H200-NVL", "1g.35gb", "id", 9, "from H200"),
+    ("H200-NVL", "1g.35gb", "multiprocessors", 16, "from H200"),
+    ("H200-NVL", "1g.35gb", "p2p", 1, "from H200"),
+    ("H200-NVL", "1g.35gb", "compute_profiles", 1, "from H200"),
+    ("H200-NVL", "2g.35gb", "memory_mib", 35942, "share of memory_mib"),
+    ("H200-NVL", "2g.35gb", "encoders", 0, "from H200"),
+    ("H200-NVL", "2g.35gb", "id", 1, "from H200"),
+    ("H200-NVL", "2g.35gb", "multiprocessors", 32, "from H200"),
+    ("H200-NVL", "2g.35gb", "p2p", 1, "from H200"),
+    ("H200-NVL", "2g.35gb", "compute_profiles", 2, "from H200"),
+    ("H200-NVL", "3g.71gb", "memory_mib", 71885, "share of memory_mib"),
+    ("H200-NVL", "3g.71gb", "encoders", 0, "from H200"),
+    ("H200-NVL", "3g.71gb", "id", 2, "from H200"),
+    ("H200-NVL", "3g.71gb", "multiprocessors", 48, "from H200"),
+    ("H200-NVL", "3g.71gb", "p2p", 1, "from H200"),
+    ("H200-NVL", "3g.71gb", "compute_profiles", 3, "from H200"),
+    ("H200-NVL", "4g.71gb", "memory_mib", 71885, "share of memory_mib"),
+    ("H200-NVL", "4g.71gb", "encoders", 0, "from H200"),
+    ("H200-NVL", "4g.71gb", "id", 3, "from H200"),
+    ("H200-NVL", "4g.71gb", "multiprocessors", 64, "from H200"),
+    ("H200-NVL", "4g.71gb", "p2p", 1, "from H200"),
+    ("H200-NVL", "4g.71gb", "compute_profiles", 3, "from H200"),
+    ("H200-NVL", "7g.141gb", "memory_mib", 143771, "share of memory_mib"),
+    ("H200-NVL", "7g.141gb", "encoders", 0, "from H200"),
+    ("H200-NVL", "7g.141gb", "id", 4, "from H200"),
+    ("H200-NVL", "7g.141gb", "multiprocessors", 112, "from H200"),
+    ("H200-NVL", "7g.141gb", "p2p", 1, "from H200"),
+    ("H200-NVL", "7g.141gb", "compute_profiles", 4, "from H200"),
 )

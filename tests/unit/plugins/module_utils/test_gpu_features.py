@@ -34,7 +34,7 @@ MIG_NODE = {"name": "lab-node-2", "gpus": 2, "mig": {"product": A100, "profile":
 def test_memory_table():
     assert memory_products() == [
         "A100-PCIE-40GB", "A100-PCIE-80GB", "A100-SXM4-40GB", "A100-SXM4-80GB", "A30-PCIE-24GB", "B200", "GH200-480GB",
-        "H100-80GB-HBM3", "H100-NVL", "H200",
+        "H100-80GB-HBM3", "H100-NVL", "H200", "H200-NVL",
     ]
 
 
@@ -321,13 +321,13 @@ def test_label_patch_removes_stale_managed_labels_only():
         (
             ({"name": "n", "gpus": 2}, {}, None, "Tesla-T4"),
             "n.product: no memory size known for product 'Tesla-T4'. Fix: use one of A100-PCIE-40GB, A100-PCIE-80GB, A100-SXM4-40GB, "
-            "A100-SXM4-80GB, A30-PCIE-24GB, B200, GH200-480GB, H100-80GB-HBM3, H100-NVL, H200 (the NVIDIA- prefix is optional), "
+            "A100-SXM4-80GB, A30-PCIE-24GB, B200, GH200-480GB, H100-80GB-HBM3, H100-NVL, H200, H200-NVL (the NVIDIA- prefix is optional), "
             "e.g. NVIDIA-A100-SXM4-80GB",
         ),
         (
             ({"name": "n", "gpus": 2, "product": 80}, {}, None, None),
             "n.product: must be a GPU product name, got 80. Fix: use one of A100-PCIE-40GB, A100-PCIE-80GB, A100-SXM4-40GB, "
-            "A100-SXM4-80GB, A30-PCIE-24GB, B200, GH200-480GB, H100-80GB-HBM3, H100-NVL, H200 (the NVIDIA- prefix is optional), "
+            "A100-SXM4-80GB, A30-PCIE-24GB, B200, GH200-480GB, H100-80GB-HBM3, H100-NVL, H200, H200-NVL (the NVIDIA- prefix is optional), "
             "e.g. NVIDIA-A100-SXM4-80GB",
         ),
         (

@@ -62,7 +62,7 @@ def test_tables_are_marked_generated():
 def test_every_mock_gpu_and_every_documented_only_product_is_a_product():
     assert PRODUCTS == [
         "A100-PCIE-40GB", "A100-PCIE-80GB", "A100-SXM4-40GB", "A100-SXM4-80GB", "A30-PCIE-24GB", "B200", "GH200-480GB",
-        "H100-80GB-HBM3", "H100-NVL", "H200",
+        "H100-80GB-HBM3", "H100-NVL", "H200", "H200-NVL",
     ]
     assert gpu_products.products() == PRODUCTS
     for system in gpu_tables.SERVERS.values():

@@ -23,7 +23,7 @@ A100_80_PROFILES = ["1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.8
 def test_products():
     assert products() == [
         "A100-PCIE-40GB", "A100-PCIE-80GB", "A100-SXM4-40GB", "A100-SXM4-80GB", "A30-PCIE-24GB", "B200", "GH200-480GB",
-        "H100-80GB-HBM3", "H100-NVL", "H200",
+        "H100-80GB-HBM3", "H100-NVL", "H200", "H200-NVL",
     ]
 
 
@@ -126,7 +126,7 @@ def test_validate_layout_returns_count():
 A100_40_LIST = "1g.5gb x7, 1g.10gb x4, 2g.10gb x3, 3g.20gb x2, 4g.20gb x1, 7g.40gb x1"
 PRODUCTS_FIX = (
     "use one of A100-PCIE-40GB, A100-PCIE-80GB, A100-SXM4-40GB, A100-SXM4-80GB, A30-PCIE-24GB, B200, GH200-480GB, H100-80GB-HBM3, "
-    "H100-NVL, H200 "
+    "H100-NVL, H200, H200-NVL "
     "(the NVIDIA- prefix of the gpu.product label is optional); another GPU needs its row in the collection's source, "
     "tools/gpu-tables/mig-geometry.yaml (NVIDIA's documented MIG profiles and placements), and make tables"
 )
