@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 import yaml
@@ -91,6 +92,11 @@ def test_mig_resources():
     assert FILTERS["mig_resources"]({"product": "NVIDIA-A100-SXM4-80GB", "profile": "1g.10gb", "gpus": 1}) == {"nvidia.com/mig-1g.10gb": 7}
     assert FILTERS["mig_resources"]({"product": "A100-SXM4-40GB", "profile": "1g.10gb", "gpus": 1}) == {"nvidia.com/mig-1g.10gb": 4}
     assert FILTERS["mig_resources"]({"product": "A100-SXM4-80GB", "profile": "1g.10gb", "gpus": 2, "count": 3}) == {"nvidia.com/mig-1g.10gb": 6}
+    # several profiles per GPU: one entry each; a layout one GPU cannot hold is refused naming what it needs
+    assert FILTERS["mig_resources"]({"product": "NVIDIA-H100-80GB-HBM3", "devices": {"1g.20gb": 2, "3g.40gb": 1}, "gpus": 2}) == {
+        "nvidia.com/mig-1g.20gb": 4, "nvidia.com/mig-3g.40gb": 2}
+    with pytest.raises(AnsibleFilterError, match=re.escape("mig.devices: 4 x 1g.20gb + 1 x 3g.40gb do not fit one H100-80GB-HBM3: they need 12 of its 8")):
+        FILTERS["mig_resources"]({"product": "NVIDIA-H100-80GB-HBM3", "devices": {"1g.20gb": 4, "3g.40gb": 1}, "gpus": 1})
 
 
 @pytest.mark.parametrize(
