@@ -99,9 +99,9 @@ Where the mock and the documents disagree, the documented value is written (a pr
 placements and engines; the PCI device id; the NVML name where a document confirms it, the product's key
 following it), except the memory, which stays the mock's unless one of the mock's profiles is more than its
 share of the GPU's memory: then the product has its observed total and each profile its share of it
-(``placements`` among the sources). ``DISAGREEMENTS``
-lists every disagreement as ``(product, profile or None, field, the mock's value, the documented value, the
-documents' keys, taken)``, taken being ``"documented"`` or ``"mock"``.
+(``placements`` among the sources). ``DISAGREEMENTS`` lists every disagreement as ``(product, profile or None,
+field, the mock's value, the documented value, the documents' keys, taken)``, taken being ``"documented"`` or
+``"mock"``.
 
 Products the mock lacks are written from the documents and the mock product of the same GPU die; ``DERIVED``
 lists every value not read in the documents as ``(product, profile or None, field, value, how)``: ``"from
@@ -120,6 +120,12 @@ def _placements_source(profile):
 
 def _size(profile):
     return profile["placements"][0][1]
+
+
+def _share(total_mib, size, slices):
+    """A profile's memory as a board reports it at most: its ``size`` memory slices of the GPU's ``slices``, of
+    ``total_mib``, rounded down to a MiB."""
+    return total_mib * size // slices
 
 
 def share_memory(key, facts, product, found):
@@ -141,7 +147,7 @@ def share_memory(key, facts, product, found):
                          "%s to share out; add it (nvidia-smi's total, with its document)" % (key, ", ".join(over), GEOMETRY, product["product"]))
     facts["memory_mib"] = product["memory_mib"]
     for profile in facts["mig_profiles"]:
-        share = facts["memory_mib"] * _size(profile) // slices
+        share = _share(facts["memory_mib"], _size(profile), slices)
         if profile["memory_mib"] != share:
             found.append((key, profile["name"], "memory_mib", profile["memory_mib"], share,
                           tuple(product["memory_mib_sources"]) + ("placements",), "documented"))
@@ -164,11 +170,11 @@ def from_documents(key, template_key, template, product, derived):
     for field in ("nvml_name", "pci_device_id", "memory_mib"):
         if product[field] is None:
             raise ValueError("%s: %s has no %s; a product written from the documents needs it" % (key, GEOMETRY, field))
-    facts = {"name": product["nvml_name"], "pci_device_id": product["pci_device_id"], "memory_mib": product["memory_mib"]}
+    facts = {"name": product["nvml_name"]}
     for field in ("brand", "architecture", "cuda_compute_capability"):
         facts[field] = template[field]
         derived.append((key, None, field, template[field], "from " + template_key))
-    facts = {field: facts[field] for field in ("name", "brand", "architecture", "cuda_compute_capability", "memory_mib", "pci_device_id")}
+    facts.update(memory_mib=product["memory_mib"], pci_device_id=product["pci_device_id"])
     profiles = []
     for row in product["profiles"]:
         size, compute, media = row["placements"][0][1], int(row["name"].split("g.", 1)[0]), "+me" in row["name"]
@@ -180,7 +186,7 @@ def from_documents(key, template_key, template, product, derived):
         profile = dict(base)
         profile["name"] = row["name"]
         profile["instances"] = row["instances"]
-        profile["memory_mib"] = product["memory_mib"] * size // product["memory_slices"]
+        profile["memory_mib"] = _share(product["memory_mib"], size, product["memory_slices"])
         derived.append((key, row["name"], "memory_mib", profile["memory_mib"], "share of memory_mib"))
         for field, documented_field in ENGINES:
             value = row["engines"][documented_field]

@@ -111,9 +111,8 @@ def place(product, names, where="mig"):
     Returns ``[(profile, start, size)]`` in placement order: each instance at one of its possible placements (NVIDIA's,
     from the tables) on memory slices no other holds, the first such assignment taking the largest profile first and
     each at its earliest placement that leaves room for the rest. NvmlStateError when a profile is unknown, or the
-    instances exceed the profile's instance count, the GPU's compute slices or its one media extension (``+me``) or no
-    assignment exists: what real
-    hardware refuses (and what NVIDIA's mig-parted, which tries every order, cannot apply).
+    instances exceed the profile's instance count, the GPU's compute slices or its one media extension (``+me``), or no
+    assignment exists: what real hardware refuses (and what NVIDIA's mig-parted, which tries every order, cannot apply).
     """
     canonical = _products.canonical(product)
     table = {p["name"]: p for p in _PRODUCTS[canonical]["mig_profiles"]} if canonical else {}

@@ -41,7 +41,7 @@ ALIASES = {
     "H200-141GB": "H200",
     "H200-SXM5-141GB": "H200",
     # the names go-nvml's mock gives the H200 and the B200 (NVML names them "NVIDIA H200" and "NVIDIA B200"), which the
-    # collection's tables used before 1.1.0
+    # collection's tables used as their keys in 1.0.0
     "H200-141GB-HBM3e": "H200",
     "B200-180GB": "B200",
     "B200-SXM5-180GB": "B200",

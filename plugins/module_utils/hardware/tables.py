@@ -23,9 +23,9 @@ Where the mock and the documents disagree, the documented value is written (a pr
 placements and engines; the PCI device id; the NVML name where a document confirms it, the product's key
 following it), except the memory, which stays the mock's unless one of the mock's profiles is more than its
 share of the GPU's memory: then the product has its observed total and each profile its share of it
-(``placements`` among the sources). ``DISAGREEMENTS``
-lists every disagreement as ``(product, profile or None, field, the mock's value, the documented value, the
-documents' keys, taken)``, taken being ``"documented"`` or ``"mock"``.
+(``placements`` among the sources). ``DISAGREEMENTS`` lists every disagreement as ``(product, profile or None,
+field, the mock's value, the documented value, the documents' keys, taken)``, taken being ``"documented"`` or
+``"mock"``.
 
 Products the mock lacks are written from the documents and the mock product of the same GPU die; ``DERIVED``
 lists every value not read in the documents as ``(product, profile or None, field, value, how)``: ``"from

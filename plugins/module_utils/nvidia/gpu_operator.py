@@ -226,7 +226,8 @@ def apply_layout(product, gpus, entries):
                 _mig.fit_devices(product, instances)
             except _mig.MigError as exc:
                 raise LayoutError("%s: %s" % (where, exc.problem)) from None
-        for profile, count in instances.items() if len(instances) == 1 else ():
+        elif instances:
+            [(profile, count)] = instances.items()
             try:
                 _mig.validate_layout(product, profile, count)
             except _mig.MigError as exc:
