@@ -7,12 +7,14 @@ configuration, the kubernetes client the collection's action plugins import); th
 ansible-playbook script does up to ``main()``: it imports ``ansible.cli.playbook`` (and the kubernetes client) once,
 with the environment and working directory of the run, and then forks a child per run that sets ``sys.argv``,
 points stdin at /dev/null and stdout/stderr at files, and ends with ``sys.exit(main())``, the script's last line.
-The server also imports the collection's own Python that every run's controller imports (module_utils and
-plugin_utils, about 0.3 s of CPU per lab run: ansible-core's collection loader compiles them from source each time),
-through ansible-core's collection loader, configured from the same settings and removed again before any run, so
-the run configures its own and finds them imported. Everything else of the collection (its plugins, the playbook,
-inventory, templates) is loaded in the child, as in a cold run; the child exits through the interpreter's normal
-shutdown (atexit handlers run). The server freezes
+The server also imports the collection's own Python that every run's controller imports (module_utils,
+plugin_utils, the module files its action plugins run in the controller and the filter files: ansible-core's
+collection loader compiles them from source each time, about 0.3 s of CPU for a run that stops at its first check
+and 1 s for a configure-only run), through ansible-core's collection loader, configured from the same settings and
+removed again before any run, so the run configures its own and finds them imported. Importing them defines
+functions and classes and does nothing else. Everything else of the collection (its action plugins, whose import
+loads template plugins through the run's plugin loaders, the playbook, inventory, templates) is loaded in the child,
+as in a cold run; the child exits through the interpreter's normal shutdown (atexit handlers run). The server freezes
 what it imported (gc.freeze) before forking: without it, each child's garbage collections and exit write to every
 inherited object and copy the server's memory page by page, which cost about as much as the imports saved.
 
@@ -52,18 +54,19 @@ import json, os, sys
 reply = os.fdopen(int(sys.argv[1]), "w", buffering=1)
 from ansible.cli.playbook import main  # what the ansible-playbook script imports
 import kubernetes.client, kubernetes.config, kubernetes.dynamic  # what the collection's action plugins import
+from kubernetes.client import ApiClient, Configuration, V1DeleteOptions  # what they import lazily (controller_action)
 from ansible.utils.display import Display, _synchronize_textiowrapper
-# The collection's Python every run imports in its controller (module_utils, plugin_utils), imported through
-# ansible-core's collection loader configured as the run configures it, which is then removed again: the run
-# configures its own, and finds these modules already imported (as ansible-core's plugin loader finds any module
-# it has imported once). Not its plugins: importing an action plugin already does work in the controller.
+# The collection's Python every run imports in its controller (module_utils, plugin_utils, the module files and the
+# filter files), imported through ansible-core's collection loader configured as the run configures it, which is then
+# removed again: the run configures its own, and finds these modules already imported (as ansible-core's plugin loader
+# finds any module it has imported once). Not its action plugins: importing one loads template plugins in the controller.
 import importlib, pkgutil
 from ansible.plugins.loader import init_plugin_loader, _on_collection_load_handler
 from ansible.utils.collection_loader import AnsibleCollectionConfig
 from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
 init_plugin_loader()
 try:
-    for package in ("module_utils", "plugin_utils"):
+    for package in ("module_utils", "plugin_utils", "modules", "filter"):
         try:
             package = importlib.import_module("ansible_collections.gpushare.k8s.plugins." + package)
         except ModuleNotFoundError:  # not on this environment's collections path: the run says so itself
