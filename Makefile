@@ -17,7 +17,7 @@ PYTEST := $(VENV)/bin/python -m pytest
 
 help:
 	@echo "make lab           set up, build the control plane if needed, start the local cluster, run the lab"
-	@echo "make test          every test: unit, integration and molecule on the live cluster, sanity, lint"
+	@echo "make test          the tests: unit, integration and molecule on the live cluster, ansible-lint (make matrix: sanity on every ansible-core)"
 	@echo "make matrix        the ansible-core matrix (noxfile.py): unit tests, sanity and a live gpu_sharing run on each ansible-core claimed, then a table"
 	@echo "make cluster       start (or reuse) the local lab cluster"
 	@echo "make cluster-down  remove the local lab cluster"
@@ -123,9 +123,11 @@ lint: setup
 
 # The unit tests (two workers) while molecule's own cluster (gpushare-molecule) starts (after `molecule reset`: a state
 # left by an interrupted run says "created" even when that cluster is gone, and molecule would skip creating it); then the live-cluster tests
-# with the molecule scenario beside them. ansible-test sanity and ansible-lint start with the unit tests, at the lowest
-# priority: they take what the other steps leave idle (the unit phase leaves about a third of its CPU time idle while
-# tests wait on timeouts; at normal priority, or with a fourth worker, every module ran slower).
+# with the molecule scenario beside them. ansible-lint starts with the unit tests, at the lowest priority: it takes what
+# the other steps leave idle (the unit phase leaves about a third of its CPU time idle while tests wait on timeouts; at
+# normal priority, or with a fourth worker, every module ran slower). ansible-test sanity is `make matrix`'s, which runs
+# it on every ansible-core claimed, this toolchain's included (CI runs both targets; `make sanity` runs it alone): in
+# this target it ran the same check a second time, about 90 CPU-s of a run bound by two cores.
 # The live tests run in LIVE_WORKERS pytest-xdist workers, one scope each at a time, the longest first (conftest.py
 # scope_of, SCOPE_ORDER): each module with a cluster of its own (and ports of its own) beside the modules that share
 # the lab cluster, which run one at a time. Each log is shown once its step has ended; any step failing fails the
@@ -135,25 +137,24 @@ MOLECULE_LOG := $(OUTPUT)/molecule.log
 LIVE_LOG := $(OUTPUT)/live-tests.log
 test: cluster helm nvidia clusterpolicy-crd
 	@mkdir -p $(OUTPUT)
-	@echo "[test] the unit tests while molecule's cluster starts, sanity and lint beside them; their output: $(OUTPUT)/{molecule,sanity,lint}.log"; \
-	  nice -n 19 $(MAKE) --no-print-directory sanity > $(OUTPUT)/sanity.log 2>&1 & sanity=$$!; \
+	@echo "[test] the unit tests while molecule's cluster starts, ansible-lint beside them; their output: $(OUTPUT)/{molecule,lint}.log"; \
 	  nice -n 19 $(MAKE) --no-print-directory lint > $(OUTPUT)/lint.log 2>&1 & lint=$$!; \
 	  { molecule reset && molecule create; } > $(MOLECULE_LOG) 2>&1 & create=$$!; \
 	  $(PYTEST) -n 2 tests/unit; unit_rc=$$?; \
 	  wait $$create; create_rc=$$?; \
 	  echo "[test] unit tests exit $$unit_rc, molecule create exit $$create_rc"; \
 	  test $$create_rc -eq 0 || cat $(MOLECULE_LOG); \
-	  if test $$unit_rc -ne 0 || test $$create_rc -ne 0; then kill $$sanity $$lint 2>/dev/null; wait; exit 1; fi; \
-	  echo "[test] the live tests, with molecule beside them (and sanity and lint while they last)"; \
+	  if test $$unit_rc -ne 0 || test $$create_rc -ne 0; then kill $$lint 2>/dev/null; wait; exit 1; fi; \
+	  echo "[test] the live tests, with molecule beside them (and ansible-lint while it lasts)"; \
 	  molecule test >> $(MOLECULE_LOG) 2>&1 & molecule=$$!; \
 	  $(LIVE_PYTEST) --durations=15 tests/integration 2>&1 | tee $(LIVE_LOG); \
 	  pytest_rc=$${PIPESTATUS[0]}; \
-	  wait $$sanity; sanity_rc=$$?; wait $$lint; lint_rc=$$?; wait $$molecule; molecule_rc=$$?; \
-	  cat $(OUTPUT)/sanity.log $(OUTPUT)/lint.log $(MOLECULE_LOG); \
+	  wait $$lint; lint_rc=$$?; wait $$molecule; molecule_rc=$$?; \
+	  cat $(OUTPUT)/lint.log $(MOLECULE_LOG); \
 	  echo "[test] the live tests' summary (all of it above and in $(LIVE_LOG)):"; \
 	  sed -n '/slowest .*durations/,$$p' $(LIVE_LOG) | cut -c1-400; \
-	  echo "[test] live tests exit $$pytest_rc, molecule exit $$molecule_rc, sanity exit $$sanity_rc, lint exit $$lint_rc"; \
-	  test $$pytest_rc -eq 0 && test $$molecule_rc -eq 0 && test $$sanity_rc -eq 0 && test $$lint_rc -eq 0
+	  echo "[test] live tests exit $$pytest_rc, molecule exit $$molecule_rc, lint exit $$lint_rc"; \
+	  test $$pytest_rc -eq 0 && test $$molecule_rc -eq 0 && test $$lint_rc -eq 0
 
 # The ansible-core matrix (noxfile.py): on every ansible-core meta/runtime.yml claims (the default's .venv and each
 # tests/matrix/core-*/ cell's own venv, from its lock), the unit tests, ansible-test sanity and a live configure /
