@@ -7,12 +7,12 @@ configuration, the kubernetes client the collection's action plugins import); th
 ansible-playbook script does up to ``main()``: it imports ``ansible.cli.playbook`` (and the kubernetes client) once,
 with the environment and working directory of the run, and then forks a child per run that sets ``sys.argv``,
 points stdin at /dev/null and stdout/stderr at files, and ends with ``sys.exit(main())``, the script's last line.
-The server also imports the collection's own Python that every run's controller imports (module_utils,
-plugin_utils, the module files its action plugins run in the controller and the filter files: ansible-core's
-collection loader compiles them from source each time, about 0.3 s of CPU for a run that stops at its first check
-and 1 s for a configure-only run), through ansible-core's collection loader, configured from the same settings and
-removed again before any run, so the run configures its own and finds them imported. Importing them defines
-functions and classes and does nothing else. Everything else of the collection (its action plugins, whose import
+The server also imports the collection's own Python that every run's controller imports (module_utils, plugin_utils,
+the module files its action plugins run in the controller and the filter files: ansible-core's collection loader
+compiles them from source each time; the modules and filters alone cost about 0.2 s of CPU in a run that stops at its
+first check, 1 s in a configure-only run of gpu_sharing.yml), through ansible-core's collection loader, configured from
+the same settings and removed again before any run, so the run configures its own and finds them imported. Importing
+them defines functions and classes and does nothing else. Everything else of the collection (its action plugins, whose import
 loads template plugins through the run's plugin loaders, the playbook, inventory, templates) is loaded in the child,
 as in a cold run; the child exits through the interpreter's normal shutdown (atexit handlers run). The server freezes
 what it imported (gc.freeze) before forking: without it, each child's garbage collections and exit write to every
