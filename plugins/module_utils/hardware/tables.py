@@ -680,9 +680,8 @@ PRODUCTS = {
         "pci_device_id": "0x290110de",
         "mig_profiles": (
             {
-                "id": 0, "name": "1g.23gb", "nvlib_name": "1g.45gb", "slices": 1, "instances": 7, "memory_mib": 22919, "multiprocessors": 18,
-                "copy_engines": 2, "decoders": 1, "encoders": 0, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1,
-                "placements": ((0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)),
+                "id": 0, "name": "1g.23gb", "slices": 1, "instances": 7, "memory_mib": 22919, "multiprocessors": 18, "copy_engines": 2, "decoders": 1,
+                "encoders": 0, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1, "placements": ((0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)),
                 "compute_profiles": (
                     {
                         "id": 0, "name": "1g.23gb", "slices": 1, "instances": 1, "multiprocessors": 18, "shared_copy_engines": 0,
@@ -691,9 +690,8 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 1, "name": "2g.45gb", "nvlib_name": "2g.45gb", "slices": 2, "instances": 3, "memory_mib": 45839, "multiprocessors": 36,
-                "copy_engines": 3, "decoders": 1, "encoders": 1, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1,
-                "placements": ((0, 2), (2, 2), (4, 2)),
+                "id": 1, "name": "2g.45gb", "slices": 2, "instances": 3, "memory_mib": 45839, "multiprocessors": 36, "copy_engines": 3, "decoders": 1,
+                "encoders": 1, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1, "placements": ((0, 2), (2, 2), (4, 2)),
                 "compute_profiles": (
                     {
                         "id": 0, "name": "1c.2g.45gb", "slices": 1, "instances": 2, "multiprocessors": 18, "shared_copy_engines": 0,
@@ -706,8 +704,8 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 2, "name": "3g.90gb", "nvlib_name": "3g.90gb", "slices": 3, "instances": 2, "memory_mib": 91679, "multiprocessors": 54,
-                "copy_engines": 6, "decoders": 1, "encoders": 2, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1, "placements": ((0, 4), (4, 4)),
+                "id": 2, "name": "3g.90gb", "slices": 3, "instances": 2, "memory_mib": 91679, "multiprocessors": 54, "copy_engines": 6, "decoders": 1,
+                "encoders": 2, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1, "placements": ((0, 4), (4, 4)),
                 "compute_profiles": (
                     {
                         "id": 0, "name": "1c.3g.90gb", "slices": 1, "instances": 3, "multiprocessors": 18, "shared_copy_engines": 0,
@@ -725,8 +723,8 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 3, "name": "4g.90gb", "nvlib_name": "4g.90gb", "slices": 4, "instances": 1, "memory_mib": 91679, "multiprocessors": 72,
-                "copy_engines": 8, "decoders": 1, "encoders": 2, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1, "placements": ((0, 4),),
+                "id": 3, "name": "4g.90gb", "slices": 4, "instances": 1, "memory_mib": 91679, "multiprocessors": 72, "copy_engines": 8, "decoders": 1,
+                "encoders": 2, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1, "placements": ((0, 4),),
                 "compute_profiles": (
                     {
                         "id": 0, "name": "1c.4g.90gb", "slices": 1, "instances": 4, "multiprocessors": 18, "shared_copy_engines": 0,
@@ -744,8 +742,8 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 4, "name": "7g.180gb", "nvlib_name": "7g.180gb", "slices": 7, "instances": 1, "memory_mib": 183359, "multiprocessors": 126,
-                "copy_engines": 16, "decoders": 1, "encoders": 4, "jpeg_engines": 1, "ofa_engines": 1, "p2p": 1, "placements": ((0, 8),),
+                "id": 4, "name": "7g.180gb", "slices": 7, "instances": 1, "memory_mib": 183359, "multiprocessors": 126, "copy_engines": 16,
+                "decoders": 1, "encoders": 4, "jpeg_engines": 1, "ofa_engines": 1, "p2p": 1, "placements": ((0, 8),),
                 "compute_profiles": (
                     {
                         "id": 0, "name": "1c.7g.180gb", "slices": 1, "instances": 7, "multiprocessors": 18, "shared_copy_engines": 0,
@@ -768,8 +766,8 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 7, "name": "1g.23gb+me", "nvlib_name": "1g.45gb+me", "slices": 1, "instances": 1, "memory_mib": 22919, "multiprocessors": 18,
-                "copy_engines": 2, "decoders": 1, "encoders": 1, "jpeg_engines": 1, "ofa_engines": 1, "p2p": 1,
+                "id": 7, "name": "1g.23gb+me", "slices": 1, "instances": 1, "memory_mib": 22919, "multiprocessors": 18, "copy_engines": 2,
+                "decoders": 1, "encoders": 1, "jpeg_engines": 1, "ofa_engines": 1, "p2p": 1,
                 "placements": ((0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)),
                 "compute_profiles": (
                     {
@@ -779,9 +777,8 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 9, "name": "1g.45gb", "nvlib_name": "1g.45gb", "slices": 1, "instances": 4, "memory_mib": 45839, "multiprocessors": 18,
-                "copy_engines": 2, "decoders": 1, "encoders": 0, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1,
-                "placements": ((0, 2), (2, 2), (4, 2), (6, 2)),
+                "id": 9, "name": "1g.45gb", "slices": 1, "instances": 4, "memory_mib": 45839, "multiprocessors": 18, "copy_engines": 2, "decoders": 1,
+                "encoders": 0, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1, "placements": ((0, 2), (2, 2), (4, 2), (6, 2)),
                 "compute_profiles": (
                     {
                         "id": 0, "name": "1g.45gb", "slices": 1, "instances": 1, "multiprocessors": 18, "shared_copy_engines": 0,
@@ -909,9 +906,8 @@ PRODUCTS = {
         "pci_device_id": "0x233510de",
         "mig_profiles": (
             {
-                "id": 0, "name": "1g.18gb", "nvlib_name": "1g.35gb", "slices": 1, "instances": 7, "memory_mib": 17971, "multiprocessors": 16,
-                "copy_engines": 1, "decoders": 1, "encoders": 0, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1,
-                "placements": ((0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)),
+                "id": 0, "name": "1g.18gb", "slices": 1, "instances": 7, "memory_mib": 17971, "multiprocessors": 16, "copy_engines": 1, "decoders": 1,
+                "encoders": 0, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1, "placements": ((0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)),
                 "compute_profiles": (
                     {
                         "id": 0, "name": "1g.18gb", "slices": 1, "instances": 1, "multiprocessors": 16, "shared_copy_engines": 0,
@@ -920,9 +916,8 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 1, "name": "2g.35gb", "nvlib_name": "2g.35gb", "slices": 2, "instances": 3, "memory_mib": 35942, "multiprocessors": 32,
-                "copy_engines": 2, "decoders": 2, "encoders": 0, "jpeg_engines": 2, "ofa_engines": 0, "p2p": 1,
-                "placements": ((0, 2), (2, 2), (4, 2)),
+                "id": 1, "name": "2g.35gb", "slices": 2, "instances": 3, "memory_mib": 35942, "multiprocessors": 32, "copy_engines": 2, "decoders": 2,
+                "encoders": 0, "jpeg_engines": 2, "ofa_engines": 0, "p2p": 1, "placements": ((0, 2), (2, 2), (4, 2)),
                 "compute_profiles": (
                     {
                         "id": 0, "name": "1c.2g.35gb", "slices": 1, "instances": 2, "multiprocessors": 16, "shared_copy_engines": 0,
@@ -935,8 +930,8 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 2, "name": "3g.71gb", "nvlib_name": "3g.88gb", "slices": 3, "instances": 2, "memory_mib": 71885, "multiprocessors": 48,
-                "copy_engines": 3, "decoders": 3, "encoders": 0, "jpeg_engines": 3, "ofa_engines": 0, "p2p": 1, "placements": ((0, 4), (4, 4)),
+                "id": 2, "name": "3g.71gb", "slices": 3, "instances": 2, "memory_mib": 71885, "multiprocessors": 48, "copy_engines": 3, "decoders": 3,
+                "encoders": 0, "jpeg_engines": 3, "ofa_engines": 0, "p2p": 1, "placements": ((0, 4), (4, 4)),
                 "compute_profiles": (
                     {
                         "id": 0, "name": "1c.3g.71gb", "slices": 1, "instances": 3, "multiprocessors": 16, "shared_copy_engines": 0,
@@ -954,8 +949,8 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 3, "name": "4g.71gb", "nvlib_name": "4g.88gb", "slices": 4, "instances": 1, "memory_mib": 71885, "multiprocessors": 64,
-                "copy_engines": 4, "decoders": 4, "encoders": 0, "jpeg_engines": 4, "ofa_engines": 0, "p2p": 1, "placements": ((0, 4),),
+                "id": 3, "name": "4g.71gb", "slices": 4, "instances": 1, "memory_mib": 71885, "multiprocessors": 64, "copy_engines": 4, "decoders": 4,
+                "encoders": 0, "jpeg_engines": 4, "ofa_engines": 0, "p2p": 1, "placements": ((0, 4),),
                 "compute_profiles": (
                     {
                         "id": 0, "name": "1c.4g.71gb", "slices": 1, "instances": 4, "multiprocessors": 16, "shared_copy_engines": 0,
@@ -973,8 +968,8 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 4, "name": "7g.141gb", "nvlib_name": "7g.141gb", "slices": 7, "instances": 1, "memory_mib": 143771, "multiprocessors": 112,
-                "copy_engines": 8, "decoders": 7, "encoders": 0, "jpeg_engines": 7, "ofa_engines": 1, "p2p": 1, "placements": ((0, 8),),
+                "id": 4, "name": "7g.141gb", "slices": 7, "instances": 1, "memory_mib": 143771, "multiprocessors": 112, "copy_engines": 8,
+                "decoders": 7, "encoders": 0, "jpeg_engines": 7, "ofa_engines": 1, "p2p": 1, "placements": ((0, 8),),
                 "compute_profiles": (
                     {
                         "id": 0, "name": "1c.7g.141gb", "slices": 1, "instances": 7, "multiprocessors": 16, "shared_copy_engines": 0,
@@ -997,8 +992,8 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 7, "name": "1g.18gb+me", "nvlib_name": "1g.35gb+me", "slices": 1, "instances": 1, "memory_mib": 17971, "multiprocessors": 16,
-                "copy_engines": 1, "decoders": 1, "encoders": 0, "jpeg_engines": 1, "ofa_engines": 1, "p2p": 1,
+                "id": 7, "name": "1g.18gb+me", "slices": 1, "instances": 1, "memory_mib": 17971, "multiprocessors": 16, "copy_engines": 1,
+                "decoders": 1, "encoders": 0, "jpeg_engines": 1, "ofa_engines": 1, "p2p": 1,
                 "placements": ((0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)),
                 "compute_profiles": (
                     {
@@ -1008,9 +1003,8 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 9, "name": "1g.35gb", "nvlib_name": "1g.35gb", "slices": 1, "instances": 4, "memory_mib": 35942, "multiprocessors": 16,
-                "copy_engines": 1, "decoders": 1, "encoders": 0, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1,
-                "placements": ((0, 2), (2, 2), (4, 2), (6, 2)),
+                "id": 9, "name": "1g.35gb", "slices": 1, "instances": 4, "memory_mib": 35942, "multiprocessors": 16, "copy_engines": 1, "decoders": 1,
+                "encoders": 0, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1, "placements": ((0, 2), (2, 2), (4, 2), (6, 2)),
                 "compute_profiles": (
                     {
                         "id": 0, "name": "1g.35gb", "slices": 1, "instances": 1, "multiprocessors": 16, "shared_copy_engines": 0,
@@ -1251,9 +1245,8 @@ PRODUCTS = {
         "pci_device_id": "0x233b10de",
         "mig_profiles": (
             {
-                "id": 0, "name": "1g.18gb", "nvlib_name": "1g.35gb", "slices": 1, "instances": 7, "memory_mib": 17971, "multiprocessors": 16,
-                "copy_engines": 1, "decoders": 1, "encoders": 0, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1,
-                "placements": ((0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)),
+                "id": 0, "name": "1g.18gb", "slices": 1, "instances": 7, "memory_mib": 17971, "multiprocessors": 16, "copy_engines": 1, "decoders": 1,
+                "encoders": 0, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1, "placements": ((0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)),
                 "compute_profiles": (
                     {
                         "id": 0, "name": "1g.18gb", "slices": 1, "instances": 1, "multiprocessors": 16, "shared_copy_engines": 0,
@@ -1262,9 +1255,8 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 1, "name": "2g.35gb", "nvlib_name": "2g.35gb", "slices": 2, "instances": 3, "memory_mib": 35942, "multiprocessors": 32,
-                "copy_engines": 2, "decoders": 2, "encoders": 0, "jpeg_engines": 2, "ofa_engines": 0, "p2p": 1,
-                "placements": ((0, 2), (2, 2), (4, 2)),
+                "id": 1, "name": "2g.35gb", "slices": 2, "instances": 3, "memory_mib": 35942, "multiprocessors": 32, "copy_engines": 2, "decoders": 2,
+                "encoders": 0, "jpeg_engines": 2, "ofa_engines": 0, "p2p": 1, "placements": ((0, 2), (2, 2), (4, 2)),
                 "compute_profiles": (
                     {
                         "id": 0, "name": "1c.2g.35gb", "slices": 1, "instances": 2, "multiprocessors": 16, "shared_copy_engines": 0,
@@ -1277,8 +1269,8 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 2, "name": "3g.71gb", "nvlib_name": "3g.88gb", "slices": 3, "instances": 2, "memory_mib": 71885, "multiprocessors": 48,
-                "copy_engines": 3, "decoders": 3, "encoders": 0, "jpeg_engines": 3, "ofa_engines": 0, "p2p": 1, "placements": ((0, 4), (4, 4)),
+                "id": 2, "name": "3g.71gb", "slices": 3, "instances": 2, "memory_mib": 71885, "multiprocessors": 48, "copy_engines": 3, "decoders": 3,
+                "encoders": 0, "jpeg_engines": 3, "ofa_engines": 0, "p2p": 1, "placements": ((0, 4), (4, 4)),
                 "compute_profiles": (
                     {
                         "id": 0, "name": "1c.3g.71gb", "slices": 1, "instances": 3, "multiprocessors": 16, "shared_copy_engines": 0,
@@ -1296,8 +1288,8 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 3, "name": "4g.71gb", "nvlib_name": "4g.88gb", "slices": 4, "instances": 1, "memory_mib": 71885, "multiprocessors": 64,
-                "copy_engines": 4, "decoders": 4, "encoders": 0, "jpeg_engines": 4, "ofa_engines": 0, "p2p": 1, "placements": ((0, 4),),
+                "id": 3, "name": "4g.71gb", "slices": 4, "instances": 1, "memory_mib": 71885, "multiprocessors": 64, "copy_engines": 4, "decoders": 4,
+                "encoders": 0, "jpeg_engines": 4, "ofa_engines": 0, "p2p": 1, "placements": ((0, 4),),
                 "compute_profiles": (
                     {
                         "id": 0, "name": "1c.4g.71gb", "slices": 1, "instances": 4, "multiprocessors": 16, "shared_copy_engines": 0,
@@ -1315,8 +1307,8 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 4, "name": "7g.141gb", "nvlib_name": "7g.141gb", "slices": 7, "instances": 1, "memory_mib": 143771, "multiprocessors": 112,
-                "copy_engines": 8, "decoders": 7, "encoders": 0, "jpeg_engines": 7, "ofa_engines": 1, "p2p": 1, "placements": ((0, 8),),
+                "id": 4, "name": "7g.141gb", "slices": 7, "instances": 1, "memory_mib": 143771, "multiprocessors": 112, "copy_engines": 8,
+                "decoders": 7, "encoders": 0, "jpeg_engines": 7, "ofa_engines": 1, "p2p": 1, "placements": ((0, 8),),
                 "compute_profiles": (
                     {
                         "id": 0, "name": "1c.7g.141gb", "slices": 1, "instances": 7, "multiprocessors": 16, "shared_copy_engines": 0,
@@ -1339,8 +1331,8 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 7, "name": "1g.18gb+me", "nvlib_name": "1g.35gb+me", "slices": 1, "instances": 1, "memory_mib": 17971, "multiprocessors": 16,
-                "copy_engines": 1, "decoders": 1, "encoders": 0, "jpeg_engines": 1, "ofa_engines": 1, "p2p": 1,
+                "id": 7, "name": "1g.18gb+me", "slices": 1, "instances": 1, "memory_mib": 17971, "multiprocessors": 16, "copy_engines": 1,
+                "decoders": 1, "encoders": 0, "jpeg_engines": 1, "ofa_engines": 1, "p2p": 1,
                 "placements": ((0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)),
                 "compute_profiles": (
                     {
@@ -1350,9 +1342,8 @@ PRODUCTS = {
                 ),
             },
             {
-                "id": 9, "name": "1g.35gb", "nvlib_name": "1g.35gb", "slices": 1, "instances": 4, "memory_mib": 35942, "multiprocessors": 16,
-                "copy_engines": 1, "decoders": 1, "encoders": 0, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1,
-                "placements": ((0, 2), (2, 2), (4, 2), (6, 2)),
+                "id": 9, "name": "1g.35gb", "slices": 1, "instances": 4, "memory_mib": 35942, "multiprocessors": 16, "copy_engines": 1, "decoders": 1,
+                "encoders": 0, "jpeg_engines": 1, "ofa_engines": 0, "p2p": 1, "placements": ((0, 2), (2, 2), (4, 2), (6, 2)),
                 "compute_profiles": (
                     {
                         "id": 0, "name": "1g.35gb", "slices": 1, "instances": 1, "multiprocessors": 16, "shared_copy_engines": 0,
